@@ -1,0 +1,66 @@
+# cdclake: the README's two commands are `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV ?= .venv
+UV_VERSION ?= 0.13.8
+UV := $(VENV)/bin/uv
+PY := $(VENV)/bin/python
+MVN ?= mvn
+MVN_FLAGS ?= -B -q -s jvm/settings.xml
+PYTEST_ARGS ?=
+
+.PHONY: help install venv jars system-packages lock demo test test-unit test-integration lint stack-up stack-down clean
+
+help:  ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q "uv==$(UV_VERSION)"
+
+$(VENV)/.synced: requirements.lock pyproject.toml | $(VENV)/bin/python
+	VIRTUAL_ENV=$(VENV) $(UV) pip sync -q requirements.lock
+	VIRTUAL_ENV=$(VENV) $(UV) pip install -q --no-deps -e .
+	touch $@
+
+venv: $(VENV)/.synced  ## Python virtualenv from requirements.lock (+ cdclake, editable)
+
+.cache/jvm/.resolved: jvm/pom.xml jvm/kafka/pom.xml jvm/connect-plugins/pom.xml jvm/spark/pom.xml jvm/settings.xml
+	$(MVN) $(MVN_FLAGS) -f jvm/pom.xml package
+	touch $@
+
+jars: .cache/jvm/.resolved  ## JVM dependencies from Maven Central into .cache/jvm
+
+system-packages:  ## Debian packages of the local stack (PostgreSQL, MariaDB), if missing
+	$(PY) -m cdclake.stack.debian --install
+
+install: venv jars system-packages  ## everything the demo and the tests need (idempotent)
+
+lock:  ## re-resolve requirements.lock from requirements*.txt
+	$(UV) pip compile requirements.txt requirements-dev.txt --python-version 3.11 \
+	  --python-platform x86_64-unknown-linux-gnu -o requirements.lock
+
+demo: install  ## start the local stack and run the demo pipeline end to end
+	$(VENV)/bin/cdclake demo
+
+test: install  ## run the whole test suite (unit, DAG and integration tests)
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+test-unit: venv jars  ## unit and DAG tests only (no local stack)
+	$(VENV)/bin/pytest -m "not integration" $(PYTEST_ARGS)
+
+test-integration: install  ## integration tests only (starts the local stack)
+	$(VENV)/bin/pytest -m integration $(PYTEST_ARGS)
+
+lint:  ## ruff
+	$(VENV)/bin/ruff check src plugins dags jobs tests
+
+stack-up: install  ## cdclake stack up
+	$(VENV)/bin/cdclake stack up
+
+stack-down:  ## cdclake stack down
+	$(VENV)/bin/cdclake stack down
+
+clean:  ## remove local state (keeps download caches)
+	-$(VENV)/bin/cdclake stack down
+	rm -rf .stack .lake .airflow

@@ -1,0 +1,144 @@
+"""Catalog configuration shared by Spark (Java Iceberg) and pyiceberg.
+
+Two kinds, chosen by configuration only:
+
+* ``embedded`` (default): an Iceberg JDBC catalog in a SQLite file plus a warehouse directory,
+  both under the lake directory (``.lake/`` by default). Spark and pyiceberg's ``SqlCatalog`` share
+  the same SQLite tables (``iceberg_tables``, ``iceberg_namespace_properties``); the catalog name is
+  the ``catalog_name`` column, so both sides use :data:`CATALOG_NAME`.
+* ``rest``: an Iceberg REST catalog (``CDC_LAKE_URI``) with its warehouse, optionally on S3-compatible
+  object storage (``CDC_LAKE_S3_ENDPOINT`` etc.).
+
+Environment variables: ``CDC_LAKE_KIND`` (``embedded`` | ``rest``), ``CDC_LAKE_DIR``, ``CDC_LAKE_URI``,
+``CDC_LAKE_WAREHOUSE``, ``CDC_LAKE_S3_ENDPOINT``, ``CDC_LAKE_S3_ACCESS_KEY_ID``,
+``CDC_LAKE_S3_SECRET_ACCESS_KEY``, ``CDC_LAKE_S3_REGION``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from cdclake.exceptions import ConfigError
+from cdclake.paths import lake_dir
+
+CATALOG_NAME = "lake"
+LAKE_KIND_ENV = "CDC_LAKE_KIND"
+LakeKind = Literal["embedded", "rest"]
+
+
+@dataclass(frozen=True)
+class LakeConfig:
+    """How to reach the lake's Iceberg catalog.
+
+    Attributes:
+        kind: ``embedded`` or ``rest``.
+        root: lake directory of the embedded catalog.
+        uri: REST catalog URI (``rest`` only).
+        warehouse: warehouse location; defaults to ``<root>/warehouse`` for ``embedded``.
+        s3: S3FileIO properties for ``rest`` with object storage (``s3.endpoint``, ...).
+    """
+
+    kind: LakeKind = "embedded"
+    root: Path | None = None
+    uri: str | None = None
+    warehouse: str | None = None
+    s3: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def embedded(cls, root: Path | str | None = None) -> LakeConfig:
+        """Embedded lake in ``root`` (default: :func:`cdclake.paths.lake_dir`)."""
+        return cls(kind="embedded", root=Path(root).resolve() if root else lake_dir())
+
+    @classmethod
+    def from_env(cls, root: Path | str | None = None) -> LakeConfig:
+        """Build the configuration from ``CDC_LAKE_*`` variables; ``root`` overrides ``CDC_LAKE_DIR``.
+
+        Raises:
+            ConfigError: on an unknown kind, or a REST lake without ``CDC_LAKE_URI``.
+        """
+        kind = os.environ.get(LAKE_KIND_ENV, "embedded")
+        if kind == "embedded":
+            return cls.embedded(root)
+        if kind != "rest":
+            raise ConfigError(f"{LAKE_KIND_ENV}={kind!r} is not a lake kind; use 'embedded' or 'rest'")
+        uri = os.environ.get("CDC_LAKE_URI")
+        if not uri:
+            raise ConfigError("CDC_LAKE_URI must be set to the REST catalog URL when CDC_LAKE_KIND=rest")
+        s3 = {
+            key: os.environ[env]
+            for key, env in (
+                ("s3.endpoint", "CDC_LAKE_S3_ENDPOINT"),
+                ("s3.access-key-id", "CDC_LAKE_S3_ACCESS_KEY_ID"),
+                ("s3.secret-access-key", "CDC_LAKE_S3_SECRET_ACCESS_KEY"),
+                ("s3.region", "CDC_LAKE_S3_REGION"),
+            )
+            if os.environ.get(env)
+        }
+        if s3:
+            s3["s3.path-style-access"] = "true"
+        return cls(kind="rest", uri=uri, warehouse=os.environ.get("CDC_LAKE_WAREHOUSE"), s3=s3)
+
+    # -- embedded layout -------------------------------------------------------------------------
+    @property
+    def catalog_db(self) -> Path:
+        """SQLite file of the embedded catalog."""
+        assert self.root is not None
+        return self.root / "catalog.db"
+
+    @property
+    def warehouse_location(self) -> str:
+        """Warehouse location as a URI."""
+        if self.warehouse:
+            return self.warehouse
+        if self.kind == "embedded":
+            assert self.root is not None
+            return (self.root / "warehouse").as_uri()
+        raise ConfigError("CDC_LAKE_WAREHOUSE must be set for a REST lake")
+
+    def ensure_dirs(self) -> None:
+        """Create the embedded lake's directories (no-op for REST)."""
+        if self.kind == "embedded":
+            assert self.root is not None
+            (self.root / "warehouse").mkdir(parents=True, exist_ok=True)
+
+    # -- client properties -----------------------------------------------------------------------
+    def pyiceberg_properties(self) -> dict[str, str]:
+        """Properties for ``pyiceberg.catalog.load_catalog(**props)`` that open this lake."""
+        if self.kind == "embedded":
+            return {
+                "name": CATALOG_NAME,
+                "type": "sql",
+                "uri": f"sqlite:///{self.catalog_db}",
+                "warehouse": self.warehouse_location,
+            }
+        props = {"name": CATALOG_NAME, "type": "rest", "uri": str(self.uri)}
+        if self.warehouse:
+            props["warehouse"] = self.warehouse
+        props.update(self.s3)
+        return props
+
+    def spark_conf(self) -> dict[str, str]:
+        """Spark SQL catalog settings that register this lake as catalog :data:`CATALOG_NAME`."""
+        prefix = f"spark.sql.catalog.{CATALOG_NAME}"
+        conf = {prefix: "org.apache.iceberg.spark.SparkCatalog"}
+        if self.kind == "embedded":
+            conf.update(
+                {
+                    f"{prefix}.type": "jdbc",
+                    # WAL lets Spark and pyiceberg use the catalog at the same time without SQLITE_BUSY.
+                    f"{prefix}.uri": f"jdbc:sqlite:{self.catalog_db}?journal_mode=WAL",
+                    f"{prefix}.jdbc.schema-version": "V1",
+                    f"{prefix}.warehouse": self.warehouse_location,
+                }
+            )
+            return conf
+        conf.update({f"{prefix}.type": "rest", f"{prefix}.uri": str(self.uri)})
+        if self.warehouse:
+            conf[f"{prefix}.warehouse"] = self.warehouse
+        if self.s3:
+            conf[f"{prefix}.io-impl"] = "org.apache.iceberg.aws.s3.S3FileIO"
+            conf.update({f"{prefix}.{key}": value for key, value in self.s3.items()})
+        return conf

@@ -1,0 +1,79 @@
+"""Shared fixtures and markers.
+
+* ``tests/unit``: no network, no services; Spark tests use the session-scoped ``spark`` fixture.
+* ``tests/integration``: marked ``integration``; they use the local stack (``cdclake stack up``).
+* ``tests/dags``: DAG integrity and policy.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DIR = Path(os.environ.get("CDC_SHARED_DIR", PROJECT_ROOT.parent / "shared"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if not any(item.iter_markers()):
+            item.add_marker(pytest.mark.unmarked)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolate_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Keep a developer's ~/.pyiceberg.yaml and lake settings out of the tests."""
+    saved = {k: os.environ.get(k) for k in ("PYICEBERG_HOME", "CDC_LAKE_KIND", "CDC_LAKE_DIR", "TZ")}
+    os.environ["PYICEBERG_HOME"] = str(tmp_path_factory.mktemp("pyiceberg-home"))
+    os.environ.pop("CDC_LAKE_KIND", None)
+    os.environ["CDC_LAKE_DIR"] = str(tmp_path_factory.mktemp("lake-default"))
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """The ``shared/`` folder beside the checkout (reference docs and seed examples)."""
+    if not SHARED_DIR.is_dir():
+        pytest.fail(f"shared reference folder not found at {SHARED_DIR}; set CDC_SHARED_DIR")
+    return SHARED_DIR
+
+
+@pytest.fixture(scope="session")
+def seed_examples_dir(shared_dir: Path) -> Path:
+    """``shared/fixtures/seed_examples``: the Debezium documentation's example events."""
+    return shared_dir / "fixtures" / "seed_examples"
+
+
+@pytest.fixture(scope="session")
+def spark_lake_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Embedded lake directory used by the session's SparkSession."""
+    return tmp_path_factory.mktemp("spark-lake")
+
+
+@pytest.fixture(scope="session")
+def spark(spark_lake_dir: Path) -> Iterator[SparkSession]:
+    """One local[2] SparkSession for the whole run, UTC, with the project's jars and an embedded lake."""
+    from cdclake.lake import LakeConfig
+    from cdclake.spark import build_spark_session
+
+    session = build_spark_session(
+        "cdclake-tests",
+        lake=LakeConfig.embedded(spark_lake_dir),
+        master="local[2]",
+        extra_conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

@@ -32,7 +32,7 @@ venv: $(VENV)/.synced  ## Python virtualenv from requirements.lock (+ cdclake, e
 jars: .cache/jvm/.resolved  ## JVM dependencies from Maven Central into .cache/jvm
 
 system-packages:  ## Debian packages of the local stack (PostgreSQL, MariaDB), if missing
-	$(PY) -m cdclake.stack.debian --install
+	$(VENV)/bin/cdclake stack packages --install
 
 install: venv jars system-packages  ## everything the demo and the tests need (idempotent)
 

@@ -1,0 +1,55 @@
+"""``cdclake``: command-line entry point. Subcommands live in one module each and register here."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import typer
+from rich.console import Console
+
+from cdclake import __version__
+from cdclake.cli import stack as stack_cli
+from cdclake.cli.demo import demo
+from cdclake.exceptions import CdcError
+
+app = typer.Typer(
+    name="cdclake",
+    help="Change-data-capture lakehouse: Debezium on Kafka Connect into Apache Iceberg, run from Apache Airflow.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(stack_cli.app, name="stack")
+app.command(name="demo")(demo)
+err = Console(stderr=True)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"cdclake {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug details to stderr."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else getattr(logging, os.environ.get("CDC_LOG_LEVEL", "WARNING").upper()),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+
+
+def main() -> None:
+    """Run the CLI; cdclake errors print as one clear message and exit 1."""
+    try:
+        app()
+    except CdcError as exc:
+        err.print(f"[bold red]error:[/] {type(exc).__name__}: {exc}", highlight=False)
+        raise SystemExit(1) from None
+
+
+if __name__ == "__main__":
+    main()

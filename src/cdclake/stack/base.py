@@ -1,0 +1,79 @@
+"""What every service of the local stack provides to :class:`~cdclake.stack.manager.Stack`."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from pathlib import Path
+
+from cdclake.stack.config import StackConfig
+from cdclake.stack.debian import Binaries
+from cdclake.stack.process import ManagedProcess
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A port a service listens on, and the variable that changes it."""
+
+    label: str
+    port: int
+    env_var: str
+
+
+class Service(abc.ABC):
+    """One process of the stack: prepared once, started, probed until ready, then bootstrapped."""
+
+    #: short name used in pid/log files and on the command line
+    name: str = ""
+
+    def __init__(self, config: StackConfig, bins: Binaries, secrets: dict[str, str]) -> None:
+        self.config = config
+        self.bins = bins
+        self.secrets = secrets
+        self.process = ManagedProcess(
+            name=self.name,
+            pid_file=config.state_dir / "run" / f"{self.name}.pid",
+            log_file=self.log_file,
+            marker=self.marker,
+        )
+
+    @property
+    def home(self) -> Path:
+        """This service's data directory under the state directory."""
+        return self.config.state_dir / self.name
+
+    @property
+    def log_file(self) -> Path:
+        return self.config.state_dir / "logs" / f"{self.name}.log"
+
+    @property
+    @abc.abstractmethod
+    def marker(self) -> str:
+        """A string in the process's command line identifying it as this stack's instance."""
+
+    @abc.abstractmethod
+    def endpoints(self) -> list[Endpoint]:
+        """Ports this service listens on."""
+
+    @abc.abstractmethod
+    def prepare(self) -> None:
+        """First-time set-up (idempotent): data directories, config files, storage formatting.
+
+        Raises:
+            StackError: when set-up fails.
+        """
+
+    @abc.abstractmethod
+    def start(self) -> None:
+        """Start the process (assumes :meth:`prepare` ran and the ports are free)."""
+
+    @abc.abstractmethod
+    def ready(self) -> bool:
+        """One readiness probe: True once the service answers like a client expects."""
+
+    def bootstrap(self) -> None:  # noqa: B027 - optional hook
+        """Post-start set-up that needs the running service (users, grants); idempotent."""
+
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """One line saying where the service listens."""

@@ -1,0 +1,216 @@
+"""Bring the local stack up and down, report its status."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cdclake.exceptions import StackError
+from cdclake.stack.base import Service
+from cdclake.stack.config import StackConfig, load_or_create_secrets
+from cdclake.stack.connect import ConnectService
+from cdclake.stack.debian import Binaries, binaries
+from cdclake.stack.kafka import KafkaService
+from cdclake.stack.mariadb import MariaDbService
+from cdclake.stack.postgres import PostgresService
+from cdclake.stack.process import require_free_port, wait_until
+
+logger = logging.getLogger(__name__)
+
+SERVICE_ORDER = ("postgres", "mariadb", "kafka", "connect")
+Progress = Callable[[str, str], None]
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    """What ``stack status`` reports for one service."""
+
+    name: str
+    running: bool
+    pid: int | None
+    ready: bool
+    rss_bytes: int
+    where: str
+    log_file: str
+
+
+def _noop(service: str, message: str) -> None:
+    logger.info("%s: %s", service, message)
+
+
+class Stack:
+    """The local stack under ``config.state_dir``.
+
+    Args:
+        config: ports, directories and memory settings.
+        bins: server programs; located on first use when omitted.
+    """
+
+    def __init__(self, config: StackConfig | None = None, bins: Binaries | None = None) -> None:
+        self.config = config or StackConfig.from_env()
+        self._bins = bins
+        self._services: dict[str, Service] | None = None
+
+    @property
+    def secrets(self) -> dict[str, str]:
+        return load_or_create_secrets(self.config)
+
+    @property
+    def services(self) -> dict[str, Service]:
+        """The four services, in start order.
+
+        Raises:
+            NotInstalledError: when PostgreSQL, MariaDB or Java 17 is missing.
+        """
+        if self._services is None:
+            bins = self._bins or binaries()
+            secrets = self.secrets
+            classes = (PostgresService, MariaDbService, KafkaService, ConnectService)
+            self._services = {cls.name: cls(self.config, bins, secrets) for cls in classes}
+        return self._services
+
+    def service(self, name: str) -> Service:
+        """One service by name.
+
+        Raises:
+            StackError: for an unknown name.
+        """
+        if name not in SERVICE_ORDER:
+            raise StackError(f"unknown service {name!r}; services are {', '.join(SERVICE_ORDER)}")
+        return self.services[name]
+
+    # -- up --------------------------------------------------------------------------------------
+    def up(self, progress: Progress = _noop) -> dict[str, float]:
+        """Start every service that is not running, wait until each answers; idempotent.
+
+        Returns:
+            Seconds each service took until ready (0 for those already running).
+
+        Raises:
+            PortInUseError: when a port is taken by a process that is not ours.
+            NotInstalledError: when a program or the jars are missing.
+            StackError: when a service fails to start or to become ready in time.
+        """
+        self._check_jars()
+        services = self.services
+        started: dict[str, float] = {}
+        for name in SERVICE_ORDER:
+            service = services[name]
+            if service.process.running():
+                continue
+            for endpoint in service.endpoints():
+                require_free_port(f"{name} {endpoint.label}", self.config.host, endpoint.port, endpoint.env_var)
+        for name in ("postgres", "mariadb", "kafka"):
+            self._start(services[name], started, progress)
+        timings: dict[str, float] = {}
+        self._await(services["kafka"], started, timings, progress)
+        self._start(services["connect"], started, progress)
+        for name in ("postgres", "mariadb"):
+            self._await(services[name], started, timings, progress)
+            services[name].bootstrap()
+            progress(name, "users and demo database in place")
+        self._await(services["connect"], started, timings, progress)
+        return timings
+
+    def _check_jars(self) -> None:
+        from cdclake.paths import jars_in
+
+        jars_in("kafka")
+        plugins = self.config.jvm_dir / "connect-plugins"
+        if not plugins.is_dir() or not any(plugins.iterdir()):
+            from cdclake.exceptions import NotInstalledError
+
+            raise NotInstalledError(f"no Debezium plugins in {plugins}; run `make jars`")
+
+    def _start(self, service: Service, started: dict[str, float], progress: Progress) -> None:
+        if service.process.running():
+            progress(service.name, f"already running (pid {service.process.pid()})")
+            return
+        progress(service.name, "preparing")
+        service.prepare()
+        service.start()
+        started[service.name] = time.monotonic()
+        progress(service.name, f"started (pid {service.process.pid()}), waiting until it answers")
+
+    def _await(self, service: Service, started: dict[str, float], timings: dict[str, float], progress: Progress) -> None:
+        t0 = started.get(service.name)
+
+        def probe() -> bool:
+            if service.process.exited_early() or not service.process.running():
+                raise _Exited
+            return service.ready()
+
+        try:
+            ok = wait_until(_reraise_exit(probe), self.config.start_timeout_s)
+        except _Exited:
+            raise StackError(
+                f"{service.name} exited during start-up; last lines of {service.log_file}:\n{service.process.tail(30)}"
+            ) from None
+        if not ok:
+            raise StackError(
+                f"{service.name} did not answer within {self.config.start_timeout_s:.0f}s; "
+                f"see {service.log_file}:\n{service.process.tail(30)}"
+            )
+        timings[service.name] = time.monotonic() - t0 if t0 else 0.0
+        progress(service.name, f"ready: {service.describe()}")
+
+    # -- down / status ---------------------------------------------------------------------------
+    def down(self, progress: Progress = _noop) -> list[str]:
+        """Stop every service this stack started (pid files), in reverse order.
+
+        Returns:
+            Names of the services that were stopped.
+        """
+        stopped = []
+        for name in reversed(SERVICE_ORDER):
+            service = self.services[name]
+            if service.process.stop(timeout_s=60 if name in ("postgres", "mariadb") else 30):
+                stopped.append(name)
+                progress(name, "stopped")
+        return stopped
+
+    def status(self) -> list[ServiceStatus]:
+        """Status of each service (running, pid, answering, memory)."""
+        rows = []
+        for name in SERVICE_ORDER:
+            service = self.services[name]
+            pid = service.process.pid()
+            ready = False
+            if pid is not None:
+                try:
+                    ready = bool(service.ready())
+                except Exception:  # noqa: BLE001 - a status probe reports, never raises
+                    ready = False
+            rows.append(
+                ServiceStatus(
+                    name=name,
+                    running=pid is not None,
+                    pid=pid,
+                    ready=ready,
+                    rss_bytes=service.process.rss_bytes(),
+                    where=service.describe(),
+                    log_file=str(service.log_file),
+                )
+            )
+        return rows
+
+
+class _Exited(Exception):
+    pass
+
+
+def _reraise_exit(probe: Callable[[], bool]) -> Callable[[], bool]:
+    """wait_until swallows probe errors; let the 'process exited' signal through."""
+
+    def wrapped() -> bool:
+        try:
+            return probe()
+        except _Exited:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            logger.debug("not ready yet: %s", exc)
+            return False
+
+    return wrapped

@@ -1,0 +1,182 @@
+"""PostgreSQL (Debian package) with logical decoding, a demo database and least-privilege roles.
+
+Roles (passwords generated into ``<state>/secrets.env``):
+
+* ``cdclake_admin``: superuser, used only by the stack itself;
+* ``debezium``: ``LOGIN REPLICATION``; ``CONNECT`` on ``demo``, ``USAGE`` + ``SELECT`` on schema
+  ``inventory`` (also for tables created later, via default privileges), ``INSERT`` on the signal
+  table (incremental-snapshot watermarks). The publication ``cdclake_pub`` is created by the admin,
+  so Debezium runs with ``publication.autocreate.mode=disabled`` and needs no ownership;
+* ``cdc_signal``: ``INSERT`` on ``inventory.debezium_signal`` and nothing else (Airflow's signal writer);
+* ``cdclake_app``: owns schema ``inventory`` (demo tables, workloads, tests).
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+
+from cdclake.exceptions import StackError
+from cdclake.stack.base import Endpoint, Service
+from cdclake.stack.config import DEMO_DATABASE, POSTGRES_PUBLICATION, POSTGRES_SCHEMA, SIGNAL_TABLE, password
+
+ADMIN_USER = "cdclake_admin"
+ROLE_NAMES = {"debezium": "debezium", "signal": "cdc_signal", "app": "cdclake_app"}
+
+
+def _run_as() -> str | None:
+    """PostgreSQL refuses to run as root: when we are root, run it as the Debian ``postgres`` user."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError as exc:
+        raise StackError("postgres: running as root but the 'postgres' OS user does not exist") from exc
+    return "postgres"
+
+
+class PostgresService(Service):
+    name = "postgres"
+
+    @property
+    def data_dir(self):  # type: ignore[no-untyped-def]
+        return self.home / "data"
+
+    @property
+    def socket_dir(self):  # type: ignore[no-untyped-def]
+        return self.home / "run"
+
+    @property
+    def marker(self) -> str:
+        return str(self.data_dir)
+
+    def endpoints(self) -> list[Endpoint]:
+        return [Endpoint("PostgreSQL", self.config.postgres_port, "CDC_POSTGRES_PORT")]
+
+    def _chown(self, *paths) -> None:  # type: ignore[no-untyped-def]
+        user = _run_as()
+        if user:
+            for path in paths:
+                shutil.chown(path, user, user)
+
+    def prepare(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.socket_dir.mkdir(parents=True, exist_ok=True)
+        self._chown(self.home, self.socket_dir)
+        if (self.data_dir / "PG_VERSION").exists():
+            return
+        pwfile = self.home / ".pwfile"
+        pwfile.write_text(password(self.secrets, "postgres", "admin") + "\n")
+        self._chown(pwfile)
+        try:
+            result = subprocess.run(
+                [
+                    str(self.bins.postgres_bin / "initdb"),
+                    "-D",
+                    str(self.data_dir),
+                    "-U",
+                    ADMIN_USER,
+                    "--auth=scram-sha-256",
+                    f"--pwfile={pwfile}",
+                    "--encoding=UTF8",
+                    "--locale=C.UTF-8",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                user=_run_as(),
+            )
+        finally:
+            pwfile.unlink(missing_ok=True)
+        if result.returncode != 0:
+            hint = ""
+            if "Permission denied" in result.stderr and _run_as():
+                hint = (
+                    f"\nPostgreSQL runs as the OS user 'postgres', which must be able to enter every parent "
+                    f"directory of {self.home}; choose a state directory outside private folders (CDC_STACK_DIR)."
+                )
+            raise StackError(f"postgres: initdb failed:\n{result.stdout}\n{result.stderr}{hint}")
+
+    def start(self) -> None:
+        c = self.config
+        settings = {
+            "listen_addresses": c.host,
+            "port": str(c.postgres_port),
+            "unix_socket_directories": str(self.socket_dir),
+            "wal_level": "logical",
+            "max_wal_senders": "10",
+            "max_replication_slots": "10",
+            "shared_buffers": "64MB",
+            "max_connections": "60",
+            "timezone": "UTC",
+            "log_timezone": "UTC",
+        }
+        argv = [str(self.bins.postgres_bin / "postgres"), "-D", str(self.data_dir)]
+        for key, value in settings.items():
+            argv += ["-c", f"{key}={value}"]
+        self.process.start(argv, user=_run_as(), cwd=self.home)
+
+    def connect(self, user: str = "admin", dbname: str = "postgres"):  # type: ignore[no-untyped-def]
+        """A psycopg connection as one of the stack's users (``admin``, ``debezium``, ``signal``, ``app``)."""
+        import psycopg
+
+        role = ADMIN_USER if user == "admin" else ROLE_NAMES[user]
+        return psycopg.connect(
+            host=self.config.host,
+            port=self.config.postgres_port,
+            user=role,
+            password=password(self.secrets, "postgres", user),
+            dbname=dbname,
+            connect_timeout=5,
+            autocommit=True,
+        )
+
+    def ready(self) -> bool:
+        with self.connect() as conn:
+            return conn.execute("SELECT 1").fetchone() == (1,)
+
+    def bootstrap(self) -> None:
+        from psycopg import sql
+
+        with self.connect() as conn:
+            for key, role in ROLE_NAMES.items():
+                exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role]).fetchone()
+                verb = "ALTER" if exists else "CREATE"
+                options = sql.SQL("LOGIN REPLICATION") if key == "debezium" else sql.SQL("LOGIN")
+                conn.execute(
+                    sql.SQL("{} ROLE {} WITH {} PASSWORD {}").format(
+                        sql.SQL(verb), sql.Identifier(role), options, sql.Literal(password(self.secrets, "postgres", key))
+                    )
+                )
+            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DEMO_DATABASE]).fetchone():
+                conn.execute(
+                    sql.SQL("CREATE DATABASE {} OWNER {}").format(
+                        sql.Identifier(DEMO_DATABASE), sql.Identifier(ROLE_NAMES["app"])
+                    )
+                )
+        app, dbz, sig = (sql.Identifier(ROLE_NAMES[k]) for k in ("app", "debezium", "signal"))
+        schema = sql.Identifier(POSTGRES_SCHEMA)
+        signal_table = sql.Identifier(POSTGRES_SCHEMA, SIGNAL_TABLE)
+        statements = [
+            sql.SQL("REVOKE CREATE ON SCHEMA public FROM PUBLIC"),
+            sql.SQL("CREATE SCHEMA IF NOT EXISTS {} AUTHORIZATION {}").format(schema, app),
+            sql.SQL("GRANT CONNECT ON DATABASE {} TO {}, {}").format(sql.Identifier(DEMO_DATABASE), dbz, sig),
+            sql.SQL("GRANT USAGE ON SCHEMA {} TO {}, {}").format(schema, dbz, sig),
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (id VARCHAR(42) PRIMARY KEY, type VARCHAR(32) NOT NULL, data VARCHAR(2048) NULL)"
+            ).format(signal_table),
+            sql.SQL("ALTER TABLE {} OWNER TO {}").format(signal_table, app),
+            sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(schema, dbz),
+            sql.SQL("ALTER DEFAULT PRIVILEGES FOR ROLE {} IN SCHEMA {} GRANT SELECT ON TABLES TO {}").format(app, schema, dbz),
+            sql.SQL("GRANT INSERT ON {} TO {}, {}").format(signal_table, dbz, sig),
+        ]
+        with self.connect(dbname=DEMO_DATABASE) as conn:
+            for statement in statements:
+                conn.execute(statement)
+            if not conn.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", [POSTGRES_PUBLICATION]).fetchone():
+                conn.execute(sql.SQL("CREATE PUBLICATION {} FOR ALL TABLES").format(sql.Identifier(POSTGRES_PUBLICATION)))
+
+    def describe(self) -> str:
+        return f"PostgreSQL {self.config.host}:{self.config.postgres_port} database {DEMO_DATABASE} (wal_level=logical)"

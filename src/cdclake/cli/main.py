@@ -10,6 +10,7 @@ from rich.console import Console
 
 from cdclake import __version__
 from cdclake.cli import stack as stack_cli
+from cdclake.cli.capture import capture
 from cdclake.cli.demo import demo
 from cdclake.exceptions import CdcError
 
@@ -22,6 +23,7 @@ app = typer.Typer(
 )
 app.add_typer(stack_cli.app, name="stack")
 app.command(name="demo")(demo)
+app.command(name="capture")(capture)
 err = Console(stderr=True)
 
 

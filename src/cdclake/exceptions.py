@@ -24,3 +24,99 @@ class StackError(CdcError, RuntimeError):
 
 class PortInUseError(StackError):
     """A port the local stack needs is already taken by another process."""
+
+
+# --- connector specs, Kafka Connect REST, Debezium signals (cdclake.connectors / .connect / .signals) ---
+
+
+class ConnectorSpecError(ConfigError):
+    """A connector spec (include/connectors/*.yaml) is invalid; the message names the file and the key path."""
+
+
+class ConnectError(CdcError):
+    """Base class of Kafka Connect REST errors; carries the worker URL and, when known, the HTTP status."""
+
+    def __init__(self, message: str, *, url: str | None = None, status: int | None = None) -> None:
+        super().__init__(message)
+        self.url = url
+        self.status = status
+
+
+class ConnectUnavailableError(ConnectError, ConnectionError):
+    """The Kafka Connect worker could not be reached (connection refused, DNS, timeout)."""
+
+
+class ConnectTimeoutError(ConnectUnavailableError, TimeoutError):
+    """A Kafka Connect REST call timed out (connect or read timeout)."""
+
+
+class ConnectBadRequestError(ConnectError, ValueError):
+    """Kafka Connect rejected the request (HTTP 400), e.g. a malformed config."""
+
+
+class ConnectAuthenticationError(ConnectError, PermissionError):
+    """Kafka Connect refused the credentials (HTTP 401/403)."""
+
+
+class ConnectorNotFoundError(ConnectError, LookupError):
+    """The connector, task or plugin does not exist on the Kafka Connect cluster (HTTP 404)."""
+
+
+class ConnectRebalanceInProgressError(ConnectError):
+    """Kafka Connect is rebalancing or its config is stale (HTTP 409); retry later."""
+
+
+class ConnectServerError(ConnectError):
+    """Kafka Connect failed internally (HTTP 5xx)."""
+
+
+class ConnectorConfigInvalidError(ConnectError, ValueError):
+    """Kafka Connect's validate endpoint reported errors; the message lists ``key: message`` lines."""
+
+
+class ConnectorFailedError(ConnectError):
+    """A connector or one of its tasks is FAILED; the message carries the worker's stack trace."""
+
+
+class SignalValidationError(CdcError, ValueError):
+    """A Debezium signal is invalid for its connector spec (unknown data collection, bad filter, ...)."""
+
+
+class SignalDeliveryError(CdcError, RuntimeError):
+    """A Debezium signal could not be written to the signal table or produced to the signal topic."""
+
+
+class NotificationDecodeError(CdcError, ValueError):
+    """A record of the Debezium notification topic could not be decoded; carries its Kafka coordinates."""
+
+    def __init__(
+        self, message: str, *, topic: str | None = None, partition: int | None = None, offset: int | None = None
+    ) -> None:
+        coords = f" (topic={topic}, partition={partition}, offset={offset})" if topic is not None else ""
+        super().__init__(message + coords)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+
+
+# --- decoding Debezium envelopes (cdclake.decode / cdclake.dialects) ---
+
+
+class DecodeError(CdcError, ValueError):
+    """A Debezium record or Connect schema could not be decoded; records go to dead letters instead."""
+
+
+class UnsupportedDialectError(DecodeError, LookupError):
+    """No dialect is registered for a ``source.connector`` value; register one in ``cdclake.dialects``."""
+
+
+class ConnectSchemaError(DecodeError):
+    """A Kafka Connect schema is invalid or cannot be mapped to Spark (e.g. a Decimal without ``scale``)."""
+
+
+class SchemaSourceError(DecodeError, LookupError):
+    """With ``schemas.enable=false`` no column types are known for a topic; configure the schema source."""
+
+
+class SnapshotAbortedError(CdcError, RuntimeError):
+    """Debezium reported an ABORTED notification for the snapshot a signal started."""

@@ -1,0 +1,156 @@
+"""Hook that sends Debezium signals through the source database (signal table) or the Kafka signal topic."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from airflow.sdk import BaseHook
+
+from cdclake.connectors import ConnectorKind, ConnectorSpec
+from cdclake.exceptions import NotInstalledError
+from cdclake.signals import (
+    Signal,
+    kafka_signal_message,
+    mongo_client,
+    send_kafka_signal,
+    send_mongo_signal,
+    send_sql_signal,
+    signal_insert,
+    validate_for_spec,
+)
+
+Channel = Literal["source", "kafka"]
+CHANNELS: tuple[Channel, ...] = ("source", "kafka")
+POSTGRES_CONN_TYPES = ("postgres", "postgresql")
+MYSQL_CONN_TYPES = ("mysql", "mariadb")
+MONGO_CONN_TYPES = ("mongo", "mongodb")
+DEFAULT_CONNECT_TIMEOUT_S = 10
+
+
+class DebeziumSignalHook(BaseHook):
+    """Send signals to the Debezium connector of one connector spec.
+
+    The ``source`` channel inserts into the spec's signal table through the database connection
+    (``postgres`` with psycopg, ``mysql``/``mariadb`` with PyMySQL, ``mongo`` with pymongo if
+    installed; ``schema`` holds the database, ``login``/``password`` a user allowed to INSERT into
+    the signal table). The ``kafka`` channel produces to ``<prefix>-signal`` through the
+    apache-kafka provider's producer hook.
+
+    Args:
+        spec: the connector spec.
+        database_conn_id: the database connection (default: the spec's ``connection_id``).
+        kafka_config_id: the Kafka connection used by the ``kafka`` channel.
+    """
+
+    conn_name_attr = "database_conn_id"
+    default_conn_name = "debezium_signal_default"
+    conn_type = "postgres"
+    hook_name = "Debezium signal"
+
+    def __init__(
+        self,
+        spec: ConnectorSpec,
+        database_conn_id: str | None = None,
+        kafka_config_id: str = "kafka_default",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.spec = spec
+        self.database_conn_id = database_conn_id or spec.connection_id
+        self.kafka_config_id = kafka_config_id
+
+    # ---- clients ---------------------------------------------------------------------------------
+
+    def get_db_connection(self) -> Any:
+        """Open a DB-API connection (or a MongoClient) from the database connection's fields.
+
+        Raises:
+            NotInstalledError: for connection types without an installed driver (Informix, pymongo).
+            ValueError: for unsupported connection types.
+        """
+        conn = self.get_connection(self.database_conn_id)
+        conn_type = (conn.conn_type or "").lower()
+        database = conn.schema or self.spec.database
+        timeout = int(conn.extra_dejson.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT_S))
+        if conn_type in POSTGRES_CONN_TYPES:
+            import psycopg
+
+            return psycopg.connect(
+                host=conn.host,
+                port=conn.port or 5432,
+                dbname=database,
+                user=conn.login,
+                password=conn.password,
+                connect_timeout=timeout,
+            )
+        if conn_type in MYSQL_CONN_TYPES:
+            import pymysql
+
+            return pymysql.connect(
+                host=conn.host,
+                port=conn.port or 3306,
+                database=database,
+                user=conn.login,
+                password=conn.password or "",
+                connect_timeout=timeout,
+            )
+        if conn_type in MONGO_CONN_TYPES:
+            return mongo_client(conn.get_uri(), serverSelectionTimeoutMS=timeout * 1000)
+        if conn_type == "informix":
+            raise NotInstalledError(
+                f"connection {self.database_conn_id!r}: no Informix DB-API driver is installed; "
+                "send the signal through the Kafka channel (channel='kafka')"
+            )
+        raise ValueError(
+            f"connection {self.database_conn_id!r} has conn_type {conn.conn_type!r}; use one of "
+            f"{', '.join(POSTGRES_CONN_TYPES + MYSQL_CONN_TYPES + MONGO_CONN_TYPES)}"
+        )
+
+    def get_producer(self) -> Any:
+        """A confluent-kafka Producer from the apache-kafka provider's hook."""
+        from airflow.providers.apache.kafka.hooks.produce import KafkaProducerHook
+
+        return KafkaProducerHook(kafka_config_id=self.kafka_config_id).get_producer()
+
+    def test_connection(self) -> tuple[bool, str]:
+        """Open and close the database connection."""
+        try:
+            conn = self.get_db_connection()
+            conn.close()
+        except Exception as exc:
+            return False, str(exc)
+        return True, f"connected to {self.database_conn_id}"
+
+    # ---- sending ---------------------------------------------------------------------------------
+
+    def send(self, signal: Signal, channel: Channel = "source") -> int:
+        """Validate a signal against the spec and send it.
+
+        Returns:
+            The epoch-ms time just before sending (use it to match blocking-snapshot notifications).
+
+        Raises:
+            SignalValidationError: when the signal names collections the spec does not capture.
+            SignalDeliveryError: when the insert or produce fails.
+            ValueError: for an unknown channel.
+        """
+        if channel not in CHANNELS:
+            raise ValueError(f"channel must be one of {', '.join(CHANNELS)}, got {channel!r}")
+        validate_for_spec(signal, self.spec)
+        sent_at_ms = int(time.time() * 1000)
+        self.log.info(
+            "Sending %s signal %s to connector %s via %s", signal.type, signal.id, self.spec.connect_name, channel
+        )
+        if channel == "kafka":
+            send_kafka_signal(self.get_producer(), kafka_signal_message(self.spec, signal))
+            return sent_at_ms
+        db = self.get_db_connection()
+        try:
+            if self.spec.connector is ConnectorKind.MONGODB:
+                send_mongo_signal(db, self.spec.signal_table, signal)
+            else:
+                send_sql_signal(db, signal_insert(self.spec, signal))
+        finally:
+            db.close()
+        return sent_at_ms

@@ -1,0 +1,1 @@
+"""cdclake Airflow operators."""

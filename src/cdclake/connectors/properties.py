@@ -1,0 +1,75 @@
+"""Kafka Connect / Debezium 3.x property keys used by the generator, paired with our defaults.
+
+Key strings are written once here and never retyped inline (STYLE synthesis 7).
+"""
+
+from __future__ import annotations
+
+# --- Kafka Connect framework -------------------------------------------------------------------
+CONNECTOR_CLASS = "connector.class"
+TASKS_MAX = "tasks.max"
+TASKS_MAX_DEFAULT = "1"
+KEY_CONVERTER = "key.converter"
+VALUE_CONVERTER = "value.converter"
+KEY_CONVERTER_SCHEMAS_ENABLE = "key.converter.schemas.enable"
+VALUE_CONVERTER_SCHEMAS_ENABLE = "value.converter.schemas.enable"
+JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
+
+# --- Debezium common ---------------------------------------------------------------------------
+TOPIC_PREFIX = "topic.prefix"
+TABLE_INCLUDE_LIST = "table.include.list"
+COLLECTION_INCLUDE_LIST = "collection.include.list"
+SCHEMA_INCLUDE_LIST = "schema.include.list"
+DATABASE_INCLUDE_LIST = "database.include.list"
+SNAPSHOT_MODE = "snapshot.mode"
+SNAPSHOT_MODE_DEFAULT = "initial"
+TOMBSTONES_ON_DELETE = "tombstones.on.delete"
+DECIMAL_HANDLING_MODE = "decimal.handling.mode"
+DECIMAL_HANDLING_MODE_DEFAULT = "precise"
+TIME_PRECISION_MODE = "time.precision.mode"
+PROVIDE_TRANSACTION_METADATA = "provide.transaction.metadata"
+HEARTBEAT_INTERVAL_MS = "heartbeat.interval.ms"
+HEARTBEAT_INTERVAL_MS_DEFAULT = 10_000
+INCLUDE_SCHEMA_CHANGES = "include.schema.changes"
+
+# --- database endpoint (relational connectors) -------------------------------------------------
+DATABASE_HOSTNAME = "database.hostname"
+DATABASE_PORT = "database.port"
+DATABASE_USER = "database.user"
+DATABASE_PASSWORD = "database.password"
+DATABASE_DBNAME = "database.dbname"
+DATABASE_SERVER_ID = "database.server.id"
+
+# --- schema history (binlog connectors, Informix) ----------------------------------------------
+SCHEMA_HISTORY_BOOTSTRAP_SERVERS = "schema.history.internal.kafka.bootstrap.servers"
+SCHEMA_HISTORY_TOPIC = "schema.history.internal.kafka.topic"
+
+# --- PostgreSQL ---------------------------------------------------------------------------------
+PLUGIN_NAME = "plugin.name"
+PLUGIN_NAME_DEFAULT = "pgoutput"
+SLOT_NAME = "slot.name"
+PUBLICATION_NAME = "publication.name"
+PUBLICATION_NAME_DEFAULT = "cdclake_pub"
+PUBLICATION_AUTOCREATE_MODE = "publication.autocreate.mode"
+PUBLICATION_AUTOCREATE_MODE_DEFAULT = "disabled"
+
+# --- MongoDB ------------------------------------------------------------------------------------
+MONGODB_CONNECTION_STRING = "mongodb.connection.string"
+
+# --- signals and notifications -----------------------------------------------------------------
+SIGNAL_DATA_COLLECTION = "signal.data.collection"
+SIGNAL_ENABLED_CHANNELS = "signal.enabled.channels"
+SIGNAL_KAFKA_TOPIC = "signal.kafka.topic"
+SIGNAL_KAFKA_BOOTSTRAP_SERVERS = "signal.kafka.bootstrap.servers"
+NOTIFICATION_ENABLED_CHANNELS = "notification.enabled.channels"
+NOTIFICATION_SINK_TOPIC_NAME = "notification.sink.topic.name"
+NOTIFICATION_CHANNEL_SINK = "sink"
+
+# --- topic-name suffixes ------------------------------------------------------------------------
+SCHEMA_HISTORY_TOPIC_SUFFIX = ".schema-history"
+NOTIFICATION_TOPIC_SUFFIX = ".notifications"
+SIGNAL_TOPIC_SUFFIX = "-signal"
+TRANSACTION_TOPIC_SUFFIX = ".transaction"
+HEARTBEAT_TOPIC_PREFIX = "__debezium-heartbeat."
+
+KAFKA_BOOTSTRAP_SERVERS_DEFAULT = "127.0.0.1:9092"

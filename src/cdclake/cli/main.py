@@ -11,7 +11,9 @@ from rich.console import Console
 from cdclake import __version__
 from cdclake.cli import stack as stack_cli
 from cdclake.cli.capture import capture
+from cdclake.cli import lake as lake_cli
 from cdclake.cli.demo import demo
+from cdclake.cli.ingest import ingest, replay
 from cdclake.exceptions import CdcError
 
 app = typer.Typer(
@@ -24,6 +26,9 @@ app = typer.Typer(
 app.add_typer(stack_cli.app, name="stack")
 app.command(name="demo")(demo)
 app.command(name="capture")(capture)
+app.command(name="ingest")(ingest)
+app.command(name="replay")(replay)
+app.add_typer(lake_cli.app, name="lake")
 err = Console(stderr=True)
 
 

@@ -1,0 +1,159 @@
+"""Pure steps that turn a table's decoded change rows into what is MERGEd, and the MERGE statements.
+
+Order inside a table is ``_cdc_position`` (``array<decimal(38,0)>``, compared lexicographically:
+source position, then stream rank, Kafka partition and offset; see docs/decoding.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+ROW_OPS = ("c", "r", "u", "d")
+KEEP = "_keep"
+STALE = "_stale"
+
+
+def position_literal(position: Sequence[int]) -> str:
+    """SQL literal of a position, e.g. ``array(CAST(5 AS DECIMAL(38,0)), ...)``."""
+    return "array(" + ", ".join(f"CAST({int(p)} AS DECIMAL(38,0))" for p in position) + ")"
+
+
+def drop_before_truncate(frame: DataFrame, truncated_at: Sequence[int] | None) -> DataFrame:
+    """Row events at or before the table's last truncate position are stale."""
+    if not truncated_at:
+        return frame
+    return frame.where(F.col("_cdc_position") > F.expr(position_literal(truncated_at)))
+
+
+def row_events(frame: DataFrame) -> DataFrame:
+    """Only the row-level operations (``c``, ``r``, ``u``, ``d``)."""
+    return frame.where(F.col("_cdc_op").isin(*ROW_OPS))
+
+
+def keep_column_names(frame: DataFrame) -> list[str]:
+    """Columns that carry a "keep the stored value" placeholder anywhere in the batch (one small job)."""
+    rows = frame.select(F.explode("_cdc_keep_columns").alias("c")).distinct().collect()
+    return sorted(r["c"] for r in rows)
+
+
+def latest_per_key(
+    frame: DataFrame, key_columns: Sequence[str], data_columns: Sequence[str], keep_columns: Sequence[str] = ()
+) -> DataFrame:
+    """The latest row event per key (greatest ``_cdc_position``), placeholders resolved.
+
+    For a column in ``keep_columns`` whose latest event carries the placeholder (unchanged TOAST value),
+    the value comes from the latest earlier event of the same key in this batch that carried a real value;
+    when there is none, the column is listed in ``_keep`` and the MERGE keeps the stored value.
+
+    Args:
+        frame: row events of one table (``c``/``r``/``u``/``d``) with ``_cdc_*`` columns.
+        key_columns: primary-key columns.
+        data_columns: every data column of the frame.
+        keep_columns: columns that may carry placeholders (see :func:`keep_column_names`).
+
+    Returns:
+        One row per key: data columns, ``_keep`` (array<string>) and the ``_cdc_*`` columns.
+    """
+    keys = [F.col(k) for k in key_columns]
+    resolved = frame
+    if keep_columns:
+        upto = Window.partitionBy(*keys).orderBy("_cdc_position").rowsBetween(Window.unboundedPreceding, 0)
+        for name in keep_columns:
+            real = F.when(~F.array_contains("_cdc_keep_columns", name), F.struct(F.col(name).alias("v")))
+            resolved = resolved.withColumn(f"__last_{name}", F.last(real, ignorenulls=True).over(upto))
+        keep_flags = [F.when(F.col(f"__last_{n}").isNull(), F.lit(n)) for n in keep_columns]
+        resolved = resolved.withColumn(KEEP, F.filter(F.array(*keep_flags), lambda x: x.isNotNull()))
+        for name in keep_columns:
+            resolved = resolved.withColumn(name, F.col(f"__last_{name}")["v"]).drop(f"__last_{name}")
+    else:
+        resolved = resolved.withColumn(KEEP, F.array().cast("array<string>"))
+    newest = Window.partitionBy(*keys).orderBy(F.col("_cdc_position").desc())
+    return (
+        resolved.withColumn("__rn", F.row_number().over(newest))
+        .where(F.col("__rn") == 1)
+        .drop("__rn")
+        .select(*data_columns, KEEP, *[c for c in frame.columns if c.startswith("_cdc_")])
+    )
+
+
+def mark_stale(
+    latest: DataFrame, stored: DataFrame, tombstones: DataFrame | None, key_columns: Sequence[str]
+) -> DataFrame:
+    """Add ``_stale``: the event is not newer than the stored row or the key's delete tombstone.
+
+    Args:
+        latest: output of :func:`latest_per_key`.
+        stored: the lake table's ``key columns + _cdc_position``.
+        tombstones: the tombstone table's ``key columns + _cdc_position`` (or None).
+        key_columns: primary-key columns.
+    """
+    out = latest
+    for label, other in (("t", stored), ("x", tombstones)):
+        if other is None:
+            continue
+        renamed = other.select(*[F.col(k) for k in key_columns], F.col("_cdc_position").alias(f"__pos_{label}"))
+        out = out.join(renamed, on=list(key_columns), how="left")
+    stale: Column = F.lit(False)
+    for label in ("t", "x"):
+        if f"__pos_{label}" in out.columns:
+            stale = stale | F.coalesce(F.col(f"__pos_{label}") >= F.col("_cdc_position"), F.lit(False))
+    return out.withColumn(STALE, stale).drop(*[c for c in out.columns if c.startswith("__pos_")])
+
+
+def _q(name: str) -> str:
+    return f"`{name}`"
+
+
+def merge_sql(
+    target: str,
+    source_view: str,
+    key_columns: Sequence[str],
+    data_columns: Sequence[str],
+    target_columns: Sequence[str],
+    meta_columns: Sequence[str],
+) -> str:
+    """The position-guarded MERGE of one batch into an upsert table.
+
+    Columns of the target that the batch does not carry (a column dropped at the source) are set to
+    null from then on. Columns listed in ``s._keep`` keep the stored value.
+    """
+    on = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in key_columns)
+    carried = set(data_columns)
+    sets, inserts, values = [], [], []
+    for name in target_columns:
+        if name in meta_columns:
+            expr = "current_timestamp()" if name == "_cdc_ingested_at" else f"s.{_q(name)}"
+        elif name in carried:
+            expr = f"CASE WHEN array_contains(s.{KEEP}, '{name}') THEN t.{_q(name)} ELSE s.{_q(name)} END"
+        else:
+            expr = "NULL"
+        if name not in key_columns:
+            sets.append(f"t.{_q(name)} = {expr}")
+        inserts.append(_q(name))
+        if name in meta_columns:
+            values.append("current_timestamp()" if name == "_cdc_ingested_at" else f"s.{_q(name)}")
+        else:
+            values.append(f"s.{_q(name)}" if name in carried else "NULL")
+    return (
+        f"MERGE INTO {target} t USING {source_view} s ON {on}\n"
+        f"WHEN MATCHED AND s._cdc_op = 'd' AND s._cdc_position > t._cdc_position THEN DELETE\n"
+        f"WHEN MATCHED AND s._cdc_op <> 'd' AND s._cdc_position > t._cdc_position THEN UPDATE SET {', '.join(sets)}\n"
+        f"WHEN NOT MATCHED AND s._cdc_op <> 'd' THEN INSERT ({', '.join(inserts)}) VALUES ({', '.join(values)})"
+    )
+
+
+def tombstone_merge_sql(target: str, source_view: str, key_columns: Sequence[str]) -> str:
+    """Record (or advance) the delete tombstone of every key deleted in the batch."""
+    on = " AND ".join(f"d.{_q(k)} = x.{_q(k)}" for k in key_columns)
+    cols = ", ".join(_q(k) for k in key_columns)
+    vals = ", ".join(f"x.{_q(k)}" for k in key_columns)
+    return (
+        f"MERGE INTO {target} d USING (SELECT {cols}, _cdc_position FROM {source_view} WHERE _cdc_op = 'd') x ON {on}\n"
+        "WHEN MATCHED AND x._cdc_position > d._cdc_position THEN UPDATE SET "
+        "d._cdc_position = x._cdc_position, d._cdc_deleted_at = current_timestamp()\n"
+        f"WHEN NOT MATCHED THEN INSERT ({cols}, _cdc_position, _cdc_deleted_at) "
+        f"VALUES ({vals}, x._cdc_position, current_timestamp())"
+    )

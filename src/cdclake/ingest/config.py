@@ -1,0 +1,55 @@
+"""What the job needs to know about a source: from its connector spec, or inferred from replayed records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cdclake.connectors.spec import ConnectorSpec, LakeMode, LakeOptions, SchemaPolicy
+from cdclake.decode.options import DecodeOptions, TableId
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """A captured source as the ingestion job sees it.
+
+    Attributes:
+        name: source id (the spec's ``name``; the topic prefix when replaying without a spec).
+        topic_prefix: Debezium ``topic.prefix``.
+        key_schemas: ``key.converter.schemas.enable``.
+        value_schemas: ``value.converter.schemas.enable``.
+        tables: lake options per data collection (``schema.table`` / ``db.table``).
+        signal_tables: signaling tables (their rows are skipped).
+    """
+
+    name: str
+    topic_prefix: str
+    key_schemas: bool = True
+    value_schemas: bool = True
+    tables: dict[str, LakeOptions] = field(default_factory=dict)
+    signal_tables: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_spec(cls, spec: ConnectorSpec) -> SourceConfig:
+        return cls(
+            name=spec.name,
+            topic_prefix=spec.topic_prefix,
+            key_schemas=spec.converters.key_schemas_enable,
+            value_schemas=spec.converters.value_schemas_enable,
+            tables={t.name: t.lake for t in spec.tables},
+            signal_tables=frozenset({spec.signal_table}),
+        )
+
+    def lake_options(self, table_id: TableId) -> LakeOptions:
+        """Options of a decoded table (defaults: upsert, evolve, unpartitioned)."""
+        for name in (f"{table_id.namespace}.{table_id.table}", table_id.table):
+            if name in self.tables:
+                return self.tables[name]
+        return LakeOptions(mode=LakeMode.UPSERT, schema_policy=SchemaPolicy.EVOLVE)
+
+    def decode_options(self) -> DecodeOptions:
+        return DecodeOptions(
+            key_schemas_enabled=self.key_schemas,
+            value_schemas_enabled=self.value_schemas,
+            topic_prefix=self.topic_prefix,
+            signal_tables=self.signal_tables,
+        )

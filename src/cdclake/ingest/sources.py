@@ -1,0 +1,202 @@
+"""Where a batch's Kafka records come from: the broker (Spark Kafka source) or recorded JSON Lines (replay).
+
+Both give the same records DataFrame (:data:`cdclake.decode.records.STRING_RECORD_SCHEMA` or Spark's
+Kafka schema), so everything after reading is identical for ingestion and replay.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cdclake.exceptions import CdcError, ConfigError
+from cdclake.ingest.plan import OffsetRange, TopicPartition
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+class RecordSourceError(CdcError, RuntimeError):
+    """Records could not be listed or read (broker unreachable, unreadable replay file)."""
+
+
+class RecordSource(abc.ABC):
+    """A bounded, re-readable source of Kafka records."""
+
+    @abc.abstractmethod
+    def watermarks(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        """(earliest, latest) offset per topic-partition."""
+
+    @abc.abstractmethod
+    def read(self, spark: SparkSession, ranges: Sequence[OffsetRange]) -> DataFrame:
+        """Exactly the records of ``ranges``."""
+
+
+def source_topic_patterns(topic_prefix: str) -> list[str]:
+    """Topics a batch reads for a connector: data topics, ``<prefix>.transaction`` and the schema change
+    topic ``<prefix>`` (not heartbeats, notifications, schema history or the Kafka signal topic)."""
+    p = re.escape(topic_prefix)
+    return [rf"{p}", rf"{p}\.transaction", rf"{p}\.(?!notifications$|schema-history$|transaction$)[^.]+(\.[^.]+){{1,2}}"]
+
+
+class KafkaRecordSource(RecordSource):
+    """Records from the broker, read with Spark's Kafka source over explicit offset ranges."""
+
+    def __init__(self, bootstrap: str, patterns: Iterable[str], kafka_options: dict[str, str] | None = None) -> None:
+        self.bootstrap = bootstrap
+        self.patterns = [re.compile(p) for p in patterns]
+        self.kafka_options = kafka_options or {}
+
+    def watermarks(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        from confluent_kafka import Consumer, TopicPartition as CTP
+
+        consumer = Consumer(
+            {"bootstrap.servers": self.bootstrap, "group.id": "cdclake-planner", "enable.auto.commit": False, "log_level": 0}
+        )
+        try:
+            try:
+                metadata = consumer.list_topics(timeout=15)
+            except Exception as exc:  # noqa: BLE001 - KafkaException
+                raise RecordSourceError(f"cannot list topics on Kafka {self.bootstrap}: {exc}") from exc
+            earliest: dict[TopicPartition, int] = {}
+            latest: dict[TopicPartition, int] = {}
+            for topic, meta in metadata.topics.items():
+                if not any(p.fullmatch(topic) for p in self.patterns):
+                    continue
+                for partition in meta.partitions:
+                    low, high = consumer.get_watermark_offsets(CTP(topic, partition), timeout=15)
+                    earliest[(topic, partition)] = low
+                    latest[(topic, partition)] = high
+            return earliest, latest
+        finally:
+            consumer.close()
+
+    def read(self, spark: SparkSession, ranges: Sequence[OffsetRange]) -> DataFrame:
+        assign: dict[str, list[int]] = {}
+        start: dict[str, dict[str, int]] = {}
+        end: dict[str, dict[str, int]] = {}
+        for r in ranges:
+            assign.setdefault(r.topic, []).append(r.partition)
+            start.setdefault(r.topic, {})[str(r.partition)] = r.start
+            end.setdefault(r.topic, {})[str(r.partition)] = r.end
+        reader = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", self.bootstrap)
+            .option("assign", json.dumps(assign))
+            .option("startingOffsets", json.dumps(start))
+            .option("endingOffsets", json.dumps(end))
+            .option("includeHeaders", "true")
+            .option("failOnDataLoss", "true")
+        )
+        for key, value in self.kafka_options.items():
+            reader = reader.option(key, value)
+        return reader.load()
+
+
+_REPLAY_SCHEMA = (
+    "topic STRING, partition INT, offset BIGINT, timestamp BIGINT, key STRING, value STRING, "
+    "headers ARRAY<STRUCT<key: STRING, value: STRING>>"
+)
+
+
+class FrameRecordSource(RecordSource):
+    """Records already in a DataFrame (tests, and the base of replay)."""
+
+    def __init__(self, frame: DataFrame, topic_patterns: Iterable[str] | None = None) -> None:
+        self._frame = frame
+        self.patterns = [re.compile(p) for p in topic_patterns] if topic_patterns else None
+
+    def watermarks(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        from pyspark.sql import functions as F
+
+        rows = self._frame.groupBy("topic", "partition").agg(F.min("offset").alias("lo"), F.max("offset").alias("hi")).collect()
+        earliest, latest = {}, {}
+        for row in rows:
+            if self.patterns is not None and not any(p.fullmatch(row["topic"]) for p in self.patterns):
+                continue
+            earliest[(row["topic"], row["partition"])] = int(row["lo"])
+            latest[(row["topic"], row["partition"])] = int(row["hi"]) + 1
+        return earliest, latest
+
+    def read(self, spark: SparkSession, ranges: Sequence[OffsetRange]) -> DataFrame:
+        from functools import reduce
+
+        from pyspark.sql import functions as F
+
+        conditions = [
+            (F.col("topic") == r.topic) & (F.col("partition") == r.partition) & F.col("offset").between(r.start, r.end - 1)
+            for r in ranges
+        ]
+        if not conditions:
+            return self._frame.limit(0)
+        return self._frame.where(reduce(lambda a, b: a | b, conditions))
+
+    def infer(self) -> dict[str, object]:
+        """Infer topic prefix, connector and converter settings from the records (driver-side sample)."""
+        from pyspark.sql import functions as F
+
+        sample = (
+            self._frame.where(F.col("value").isNotNull() & ~F.col("topic").endswith(".transaction"))
+            .select("topic", "value")
+            .limit(200)
+            .collect()
+        )
+        prefix = None
+        value_schemas = None
+        connector = None
+        for row in sample:
+            try:
+                doc = json.loads(row["value"])
+            except ValueError:
+                continue
+            schemas = isinstance(doc, dict) and set(doc) == {"schema", "payload"}
+            payload = doc.get("payload") if schemas else doc
+            if not isinstance(payload, dict):
+                continue
+            source = payload.get("source")
+            if isinstance(source, dict) and source.get("name"):
+                prefix = prefix or source["name"]
+                connector = connector or source.get("connector")
+                if value_schemas is None and "op" in payload:
+                    value_schemas = schemas
+        return {"topic_prefix": prefix, "connector": connector, "value_schemas": value_schemas}
+
+
+class ReplayRecordSource(FrameRecordSource):
+    """Records from JSON Lines files written by ``cdclake capture`` (or any topic dump in that format)."""
+
+    def __init__(self, spark: SparkSession, paths: Sequence[str | Path], topic_patterns: Iterable[str] | None = None) -> None:
+        files: list[str] = []
+        for path in map(Path, paths):
+            if path.is_dir():
+                files += [str(p) for p in sorted(path.glob("*.jsonl"))]
+            elif path.exists():
+                files.append(str(path))
+            else:
+                raise ConfigError(f"replay file {path} does not exist")
+        if not files:
+            raise ConfigError(f"no .jsonl files in {', '.join(map(str, paths))}")
+        self.files = files
+        super().__init__(self._load(spark), topic_patterns)
+
+    def _load(self, spark: SparkSession) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        raw = spark.read.schema(_REPLAY_SCHEMA).option("mode", "FAILFAST").json(self.files)
+        frame = raw.select(
+            "topic",
+            "partition",
+            "offset",
+            F.timestamp_millis("timestamp").alias("timestamp"),
+            "key",
+            "value",
+            F.transform("headers", lambda h: F.struct(h["key"].alias("key"), h["value"].cast("binary").alias("value"))).alias(
+                "headers"
+            ),
+        )
+        # the same record can sit in several overlapping dumps: keep one copy per coordinate
+        return frame.dropDuplicates(["topic", "partition", "offset"])

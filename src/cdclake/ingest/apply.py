@@ -157,3 +157,83 @@ def tombstone_merge_sql(target: str, source_view: str, key_columns: Sequence[str
         f"WHEN NOT MATCHED THEN INSERT ({cols}, _cdc_position, _cdc_deleted_at) "
         f"VALUES ({vals}, x._cdc_position, current_timestamp())"
     )
+
+
+SCD2_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("_cdc_valid_from", "ARRAY<DECIMAL(38,0)>"),
+    ("_cdc_valid_to", "ARRAY<DECIMAL(38,0)>"),
+    ("_cdc_is_current", "BOOLEAN"),
+)
+
+
+def scd2_versions(
+    events: DataFrame, stored_current: DataFrame, key_columns: Sequence[str], data_columns: Sequence[str],
+    keep_columns: Sequence[str],
+) -> DataFrame:
+    """History versions of a batch: one per non-delete event, closed by the key's next event.
+
+    Args:
+        events: fresh row events (not older than anything stored for their key).
+        stored_current: the table's current versions (key columns + data columns).
+        key_columns: primary-key columns.
+        data_columns: data columns.
+        keep_columns: columns that may carry a TOAST placeholder.
+
+    Returns:
+        data columns, ``_cdc_*`` columns, ``_cdc_valid_from``, ``_cdc_valid_to``, ``_cdc_is_current``;
+        a placeholder takes the value of the key's previous version (in the batch or stored).
+    """
+    keys = [F.col(k) for k in key_columns]
+    ordered = Window.partitionBy(*keys).orderBy("_cdc_position")
+    upto = ordered.rowsBetween(Window.unboundedPreceding, 0)
+    frame = events.withColumn("_cdc_valid_to", F.lead("_cdc_position").over(ordered))
+    if keep_columns:
+        current = stored_current.select(*keys, *[F.col(c).alias(f"__stored_{c}") for c in keep_columns])
+        frame = frame.join(current, on=list(key_columns), how="left")
+        for name in keep_columns:
+            real = F.when(~F.array_contains("_cdc_keep_columns", name), F.struct(F.col(name).alias("v")))
+            last = F.last(real, ignorenulls=True).over(upto)["v"]
+            frame = frame.withColumn(
+                name,
+                F.when(F.array_contains("_cdc_keep_columns", name), F.coalesce(last, F.col(f"__stored_{name}"))).otherwise(
+                    F.col(name)
+                ),
+            ).drop(f"__stored_{name}")
+    return (
+        frame.where(F.col("_cdc_op") != "d")
+        .withColumn("_cdc_valid_from", F.col("_cdc_position"))
+        .withColumn("_cdc_is_current", F.col("_cdc_valid_to").isNull())
+    )
+
+
+def scd2_merge_sql(
+    target: str, versions_view: str, closes_view: str, key_columns: Sequence[str], target_columns: Sequence[str],
+    carried: Sequence[str],
+) -> str:
+    """One atomic MERGE: close the current version of every key changed in the batch, insert the new versions.
+
+    ``closes_view`` has the key columns and ``_close_at`` (the key's first position in the batch);
+    ``versions_view`` has the new versions. The two are unioned with a ``_merge_key`` that only the
+    close rows carry, so versions never match and are inserted.
+    """
+    on = " AND ".join(f"t.{_q(k)} = s._mk_{k}" for k in key_columns)
+    close_keys = ", ".join(f"{_q(k)} AS _mk_{k}" for k in key_columns)
+    null_keys = ", ".join(f"NULL AS _mk_{k}" for k in key_columns)
+    carried_set = set(carried)
+    cols = list(target_columns)
+    version_select = ", ".join(
+        ("current_timestamp()" if c == "_cdc_ingested_at" else (_q(c) if c in carried_set else "NULL")) + f" AS {_q(c)}"
+        for c in cols
+    )
+    close_select = ", ".join(f"NULL AS {_q(c)}" for c in cols)
+    inserts = ", ".join(_q(c) for c in cols)
+    values = ", ".join(f"s.{_q(c)}" for c in cols)
+    return (
+        f"MERGE INTO {target} t USING (\n"
+        f"  SELECT 'close' AS _kind, {close_keys}, _close_at, {close_select} FROM {closes_view}\n"
+        f"  UNION ALL\n"
+        f"  SELECT 'version' AS _kind, {null_keys}, NULL AS _close_at, {version_select} FROM {versions_view}\n"
+        f") s ON {on} AND t._cdc_is_current\n"
+        "WHEN MATCHED AND s._kind = 'close' THEN UPDATE SET t._cdc_valid_to = s._close_at, t._cdc_is_current = false\n"
+        f"WHEN NOT MATCHED AND s._kind = 'version' THEN INSERT ({inserts}) VALUES ({values})"
+    )

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 
 from cdclake.decode import decode_records
 from cdclake.ingest.config import SourceConfig
+from cdclake.ingest.faults import checkpoint
 from cdclake.ingest.naming import AUDIT_NAMESPACE, audit_table
 from cdclake.ingest.plan import end_offsets, plan_ranges, ranges_to_json
 from cdclake.ingest.schema import SchemaEvolutionError
@@ -136,6 +137,7 @@ def run_batch(
             next_offsets = {**(committed.next_offsets if committed else {}), **end_offsets(ranges)}
             ledger.append(BatchRecord(source.name, batch_id, seq, PLANNED, ranges, next_offsets))
             redo = False
+            checkpoint("planned")
     import json
 
     summary = BatchSummary(
@@ -167,11 +169,14 @@ def run_batch(
                     _quarantine(spark, source, batch_id, applier.identifier, frame, raw, str(exc))
                     logger.error("QUARANTINED %s: %s", applier.identifier, exc)
                 summary.tables[result.table] = result.as_dict()
+                checkpoint(f"table:{len(summary.tables)}")
                 logger.info("source %s batch %s table %s: %s", source.name, batch_id, result.table, result.as_dict())
         with timed("dead-letters"):
             summary.dead_lettered = _dead_letters(spark, source, batch_id, decoded.dead_letters)
+        checkpoint("before-commit")
         with timed("commit"):
             ledger.append(BatchRecord(source.name, batch_id, seq, COMMITTED, ranges, next_offsets), summary.as_dict())
+        checkpoint("after-commit")
     finally:
         raw.unpersist()
     return summary

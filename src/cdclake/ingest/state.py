@@ -70,9 +70,16 @@ class BatchLedger:
         self.source = source
         self.name = audit_table(BATCHES)
 
+    _ensured: set[tuple[str, str]] = set()
+
     def ensure(self) -> None:
+        """Create the audit namespace and the ledger table once per Spark application."""
+        marker = (self.spark.sparkContext.applicationId, self.name)
+        if marker in BatchLedger._ensured:
+            return
         self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG_NAME}.{AUDIT_NAMESPACE}")
         self.spark.sql(BATCHES_DDL.format(name=self.name))
+        BatchLedger._ensured.add(marker)
 
     def last(self) -> tuple[BatchRecord | None, BatchRecord | None]:
         """(last committed batch, interrupted batch to redo or None)."""

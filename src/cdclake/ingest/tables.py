@@ -50,6 +50,14 @@ def snapshot_properties(spark: SparkSession, props: dict[str, str]) -> Iterator[
             spark.conf.unset(SNAPSHOT_PROPERTY + key)
 
 
+@dataclass(frozen=True)
+class _Stats:
+    events: dict[str, int]
+    watermark: list[int] | None
+    truncate: list[int] | None
+    keep: list[str]
+
+
 @dataclass
 class TableResult:
     """What happened to one table in one batch."""
@@ -130,7 +138,11 @@ class TableApplier:
                 "cdc.mode": self.options.mode.value,
                 "cdc.schema-policy": self.options.schema_policy.value,
             }
-            meta = META_COLUMNS if self.options.mode == LakeMode.UPSERT else (*META_COLUMNS, ("_cdc_key", "STRING"))
+            meta = {
+                LakeMode.UPSERT: META_COLUMNS,
+                LakeMode.APPEND: (*META_COLUMNS, ("_cdc_key", "STRING")),
+                LakeMode.SCD2: (*META_COLUMNS, *apply.SCD2_COLUMNS),
+            }[self.options.mode]
             self.spark.sql(create_table_ddl(self.name, schema, keys, meta, parts, props))
             if keys:
                 self.spark.sql(f"ALTER TABLE {self.name} SET IDENTIFIER FIELDS {', '.join(f'`{k}`' for k in keys)}")
@@ -142,7 +154,8 @@ class TableApplier:
                 )
             logger.info("created %s (mode=%s, keys=%s)", self.identifier, self.options.mode.value, keys)
             return [f"created {self.identifier}"]
-        plan = plan_evolution(self.name, self.spark.table(self.name).schema, schema, (*META_NAMES, "_cdc_key"))
+        ignore = (*META_NAMES, "_cdc_key", *(n for n, _ in apply.SCD2_COLUMNS))
+        plan = plan_evolution(self.name, self.spark.table(self.name).schema, schema, ignore)
         if not plan.changes:
             return []
         described = [c.describe() for c in plan.changes]
@@ -183,9 +196,9 @@ class TableApplier:
         result = TableResult(table=self.identifier, mode=self.options.mode.value)
         frame = self._conform(frame).persist()
         try:
-            result.events = {r["_cdc_op"]: int(r["count"]) for r in frame.groupBy("_cdc_op").count().collect()}
-            top = frame.agg(F.max("_cdc_position").alias("p")).collect()[0]["p"]
-            result.watermark = [int(x) for x in top] if top is not None else None
+            stats = self._stats(frame)
+            result.events = stats.events
+            result.watermark = stats.watermark
             if self.batch_already_applied(batch_id):
                 result.already_applied = True
                 return result
@@ -195,11 +208,29 @@ class TableApplier:
                 props["cdc.watermark"] = json.dumps(result.watermark)
             if self.options.mode == LakeMode.APPEND:
                 self._append(frame, props, result)
+            elif self.options.mode == LakeMode.SCD2:
+                self._scd2(frame, props, result, stats)
             else:
-                self._upsert(frame, props, result)
+                self._upsert(frame, props, result, stats)
             return result
         finally:
             frame.unpersist()
+
+    def _stats(self, frame: DataFrame) -> _Stats:
+        """Events per op, greatest position, last truncate and placeholder columns: one Spark job."""
+        ops = ("c", "r", "u", "d", "t", "m")
+        row = frame.agg(
+            *[F.count_if(F.col("_cdc_op") == op).alias(op) for op in ops],
+            F.max("_cdc_position").alias("top"),
+            F.max(F.when(F.col("_cdc_op") == "t", F.col("_cdc_position"))).alias("truncate"),
+            F.array_distinct(F.flatten(F.collect_set("_cdc_keep_columns"))).alias("keep"),
+        ).collect()[0]
+        return _Stats(
+            events={op: int(row[op]) for op in ops if row[op]},
+            watermark=[int(x) for x in row["top"]] if row["top"] is not None else None,
+            truncate=[int(x) for x in row["truncate"]] if row["truncate"] is not None else None,
+            keep=sorted(row["keep"] or []),
+        )
 
     def _append(self, frame: DataFrame, props: dict[str, str], result: TableResult) -> None:
         target_cols = [f.name for f in self.spark.table(self.name).schema.fields]
@@ -213,12 +244,12 @@ class TableApplier:
         writer.append()
         result.applied = sum(result.events.values())
 
-    def _upsert(self, frame: DataFrame, props: dict[str, str], result: TableResult) -> None:
+    def _upsert(self, frame: DataFrame, props: dict[str, str], result: TableResult, stats: _Stats) -> None:
         keys = self.info.key_columns
         data_cols = [f.name for f in self.info.schema.fields]
-        truncated_at = self._handle_truncate(frame)
+        truncated_at = self._handle_truncate(stats.truncate)
         events = apply.row_events(apply.drop_before_truncate(frame, truncated_at))
-        keep = apply.keep_column_names(events)
+        keep = stats.keep
         latest = apply.latest_per_key(events, keys, data_cols, keep)
         stored = self.spark.table(self.name).select(*[f"`{k}`" for k in keys], "_cdc_position")
         tombs = self.spark.table(self.tombstones).select(*[f"`{k}`" for k in keys], "_cdc_position")
@@ -240,6 +271,59 @@ class TableApplier:
         finally:
             marked.unpersist()
 
+    def _scd2(self, frame: DataFrame, props: dict[str, str], result: TableResult, stats: _Stats) -> None:
+        """History mode: every change becomes a version with ``_cdc_valid_from``/``_cdc_valid_to`` positions."""
+        keys = self.info.key_columns
+        data_cols = [f.name for f in self.info.schema.fields]
+        key_cols = [F.col(f"`{k}`") for k in keys]
+        truncated_at = self._scd2_truncate(stats.truncate)
+        events = apply.row_events(apply.drop_before_truncate(frame, truncated_at))
+        table = self.spark.table(self.name)
+        seen = table.groupBy(*key_cols).agg(
+            F.max(F.greatest("_cdc_valid_from", F.coalesce("_cdc_valid_to", "_cdc_valid_from"))).alias("__seen")
+        )
+        marked = (
+            events.join(seen, on=list(keys), how="left")
+            .withColumn(apply.STALE, F.coalesce(F.col("__seen") >= F.col("_cdc_position"), F.lit(False)))
+            .drop("__seen")
+            .localCheckpoint(eager=True)
+        )
+        counts = {r[apply.STALE]: int(r["count"]) for r in marked.groupBy(apply.STALE).count().collect()}
+        result.skipped_stale, result.applied = counts.get(True, 0), counts.get(False, 0)
+        fresh = marked.where(~F.col(apply.STALE)).drop(apply.STALE)
+        current = table.where("_cdc_is_current").select(*key_cols, *[F.col(f"`{c}`") for c in stats.keep])
+        versions = apply.scd2_versions(fresh, current, keys, data_cols, stats.keep).localCheckpoint(eager=True)
+        closes = fresh.groupBy(*key_cols).agg(F.min("_cdc_position").alias("_close_at")).localCheckpoint(eager=True)
+        tag = abs(hash(self.name))
+        versions.createOrReplaceTempView(f"cdc_versions_{tag}")
+        closes.createOrReplaceTempView(f"cdc_closes_{tag}")
+        target_cols = [f.name for f in table.schema.fields]
+        carried = [*data_cols, *META_NAMES, *(n for n, _ in apply.SCD2_COLUMNS)]
+        with snapshot_properties(self.spark, props):
+            self.spark.sql(
+                apply.scd2_merge_sql(self.name, f"cdc_versions_{tag}", f"cdc_closes_{tag}", keys, target_cols, carried)
+            )
+
+    def _scd2_truncate(self, position: list[int] | None) -> list[int] | None:
+        stored = self._properties().get(TRUNCATED_AT)
+        current = json.loads(stored) if stored else None
+        if position is None or (current is not None and position <= current):
+            return current
+        literal = apply.position_literal(position)
+        keys = self.info.key_columns
+        open_keys = self.spark.table(self.name).where("_cdc_is_current").select(*[f"`{k}`" for k in keys]).localCheckpoint(
+            eager=True
+        )
+        view = f"cdc_open_{abs(hash(self.name))}"
+        open_keys.createOrReplaceTempView(view)
+        on = " AND ".join(f"t.`{k}` = o.`{k}`" for k in keys)
+        self.spark.sql(
+            f"MERGE INTO {self.name} t USING {view} o ON {on} AND t._cdc_is_current "
+            f"WHEN MATCHED THEN UPDATE SET t._cdc_valid_to = {literal}, t._cdc_is_current = false"
+        )
+        self.spark.sql(f"ALTER TABLE {self.name} SET TBLPROPERTIES ('{TRUNCATED_AT}'='{json.dumps(position)}')")
+        return position
+
     def _delete_older_than(self, table: str, position: list[int]) -> None:
         """Delete the rows of ``table`` whose ``_cdc_position`` is older than ``position``.
 
@@ -258,14 +342,12 @@ class TableApplier:
         on = " AND ".join(f"t.`{k}` = d.`{k}`" for k in keys)
         self.spark.sql(f"MERGE INTO {table} t USING {view} d ON {on} WHEN MATCHED AND t._cdc_position < {literal} THEN DELETE")
 
-    def _handle_truncate(self, frame: DataFrame) -> list[int] | None:
-        """Apply a truncate in the batch (rows older than it go); return the table's truncate position."""
+    def _handle_truncate(self, position: list[int] | None) -> list[int] | None:
+        """Apply the batch's last truncate (rows older than it go); return the table's truncate position."""
         stored = self._properties().get(TRUNCATED_AT)
         current = json.loads(stored) if stored else None
-        top = frame.where(F.col("_cdc_op") == "t").agg(F.max("_cdc_position").alias("p")).collect()[0]["p"]
-        if top is None:
+        if position is None:
             return current
-        position = [int(x) for x in top]
         if current is not None and position <= current:
             return current
         self._delete_older_than(self.name, position)

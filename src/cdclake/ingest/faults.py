@@ -1,0 +1,22 @@
+"""Deterministic crash points for the exactly-once tests.
+
+``CDC_FAULT_AT=<point>`` makes the process exit abruptly (``os._exit(137)``, as if SIGKILLed) when the
+job reaches that point: ``planned`` (ledger row written), ``table:N`` (after the N-th table's commit),
+``before-commit`` (all tables applied, ledger not yet committed), ``after-commit``.
+Unset (always in production), :func:`checkpoint` does nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+FAULT_ENV = "CDC_FAULT_AT"
+
+
+def checkpoint(point: str) -> None:
+    """Exit abruptly if ``CDC_FAULT_AT`` names this point."""
+    if os.environ.get(FAULT_ENV) == point:
+        sys.stderr.write(f"cdclake: injected crash at {point}\n")
+        sys.stderr.flush()
+        os._exit(137)

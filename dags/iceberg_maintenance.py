@@ -1,0 +1,60 @@
+"""
+### iceberg_maintenance
+
+Daily Iceberg maintenance of every lake table of every connector spec, through Iceberg's Spark
+procedures (`jobs/maintenance.py`, one `spark-submit` for all specs; tables not in the lake yet
+are skipped).
+
+Per table, the policy is `cdclake.lake.maintenance.policy_for(table lake options, params)`:
+
+| step | default |
+|---|---|
+| `rewrite_data_files` (binpack) | groups of at least 5 files |
+| `rewrite_position_delete_files` | on, except for `append` tables |
+| `expire_snapshots` | older than 7 days, always keep the last 5 |
+| `remove_orphan_files` | older than 3 days (Iceberg refuses under 1 day) |
+
+Params override the defaults for one run; `dry_run` only lists orphan files. A failing table
+does not stop the others; the task fails at the end when any table failed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import Param, dag, task
+
+from cdclake.connectors import load_specs
+from cdclake.orchestration import job_arguments, spec_names
+from cdclake.orchestration.defaults import START_DATE, default_args
+from cdclake_airflow.operators.spark_job import CdcSparkJobOperator
+
+
+@dag(
+    schedule="0 3 * * *",
+    start_date=START_DATE,
+    catchup=False,
+    max_active_runs=1,
+    doc_md=__doc__,
+    default_args=default_args(),
+    tags=["iceberg", "maintenance"],
+    params={
+        "sources": Param([], type="array", items={"type": "string", "enum": spec_names(load_specs())}),
+        "dry_run": Param(False, type="boolean"),
+        "expire_older_than_days": Param(None, type=["null", "number"], minimum=0),
+        "retain_last": Param(None, type=["null", "integer"], minimum=1),
+        "orphan_older_than_days": Param(None, type=["null", "number"], minimum=1),
+        "rewrite_min_input_files": Param(None, type=["null", "integer"], minimum=1),
+    },
+)
+def iceberg_maintenance() -> None:
+    @task
+    def plan(params: dict[str, Any]) -> list[str]:
+        names = params["sources"] or spec_names(load_specs())
+        args = job_arguments(names[0], extra={k: params.get(k) for k in params if k != "sources"})
+        return [*args, *(a for name in names[1:] for a in ("--spec", name))]
+
+    CdcSparkJobOperator(task_id="maintain", job="maintenance", application_args=plan())
+
+
+iceberg_maintenance()

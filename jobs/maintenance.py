@@ -1,0 +1,92 @@
+"""spark-submit entry point: Iceberg maintenance for the lake tables of connector specs.
+
+    spark-submit jobs/maintenance.py --spec postgres [--spec mariadb] [--table inventory.orders]
+        [--lake DIR] [--dry-run] [--expire-older-than-days N] [--retain-last K]
+        [--orphan-older-than-days N] [--rewrite-min-input-files N] [--summary-json PATH]
+
+Each table of each spec gets :func:`cdclake.lake.maintenance.policy_for` (its lake options plus the
+overrides given here) and the procedures of :func:`maintenance_calls`. Tables that are not in the
+lake yet are skipped. A failing table does not stop the others; the exit code is 1 when any failed.
+The summary JSON is ``{"tables": {identifier: {procedure: [rows]}}, "skipped": [...], "failed": {identifier: error}}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from cdclake.assets import table_identifier
+from cdclake.connectors import load_spec
+from cdclake.lake import LakeConfig
+from cdclake.lake.maintenance import maintenance_calls, policy_for, run_calls
+from cdclake.spark import build_spark_session
+
+logger = logging.getLogger("cdclake.jobs.maintenance")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="maintenance", description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", action="append", required=True, help="connector spec name or path (repeatable)")
+    parser.add_argument("--table", action="append", default=[], help="only this data collection (repeatable)")
+    parser.add_argument("--lake", help="embedded lake directory (default: CDC_LAKE_DIR / .lake)")
+    parser.add_argument("--dry-run", action="store_true", help="only list orphan files; change nothing")
+    parser.add_argument("--expire-older-than-days", type=float)
+    parser.add_argument("--retain-last", type=int)
+    parser.add_argument("--orphan-older-than-days", type=float)
+    parser.add_argument("--rewrite-min-input-files", type=int)
+    parser.add_argument("--summary-json", help="write the summary here")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = parse_args(argv)
+    overrides = {
+        "expire_older_than_days": args.expire_older_than_days,
+        "retain_last": args.retain_last,
+        "orphan_older_than_days": args.orphan_older_than_days,
+        "rewrite_min_input_files": args.rewrite_min_input_files,
+        "dry_run": args.dry_run or None,
+    }
+    specs = [load_spec(name) for name in args.spec]
+    lake = LakeConfig.from_env(args.lake)
+    spark = build_spark_session("cdclake-maintenance", lake=lake)
+    now = datetime.now(UTC)
+    summary: dict[str, Any] = {"tables": {}, "skipped": [], "failed": {}}
+    try:
+        for spec in specs:
+            for data_collection in spec.table_names:
+                if args.table and data_collection not in args.table:
+                    continue
+                identifier = table_identifier(spec, data_collection)
+                if not spark.catalog.tableExists(identifier):
+                    logger.info("skipping %s: not in the lake yet", identifier)
+                    summary["skipped"].append(identifier)
+                    continue
+                policy = policy_for(spec.table(data_collection).lake, overrides)
+                try:
+                    summary["tables"][identifier] = run_calls(spark, maintenance_calls(identifier, policy, now))
+                except Exception as exc:  # one table's failure must not stop the others
+                    logger.error("maintenance of %s failed: %s", identifier, exc)
+                    summary["failed"][identifier] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    finally:
+        spark.stop()
+    if args.summary_json:
+        Path(args.summary_json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.summary_json).write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+    logger.info(
+        "maintenance done: %d table(s), %d skipped, %d failed",
+        len(summary["tables"]),
+        len(summary["skipped"]),
+        len(summary["failed"]),
+    )
+    return 1 if summary["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

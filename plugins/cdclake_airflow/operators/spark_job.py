@@ -1,0 +1,94 @@
+"""SparkSubmitOperator for the project's jobs (``jobs/<job>.py``) with the lake's session settings."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from cdclake.lake import LakeConfig
+from cdclake.orchestration import job_application, run_file
+from cdclake.spark import session_conf, spark_jars
+
+RUN_DIR_ENV = "CDC_RUN_DIR"
+
+
+def run_dir() -> Path:
+    """Where per-run job summaries go: ``$CDC_RUN_DIR``, default ``<tmp>/cdclake-runs``."""
+    return Path(os.environ.get(RUN_DIR_ENV) or Path(tempfile.gettempdir()) / "cdclake-runs")
+
+
+class CdcSparkJobOperator(SparkSubmitOperator):
+    """Run ``jobs/<job>.py`` with ``spark-submit``, the project's jars and the lake's catalog settings.
+
+    At execute time (never at parse time, so no lake secret ends up in the serialized DAG):
+
+    * ``application`` defaults to ``$CDC_HOME/jobs/<job>.py``;
+    * ``jars`` defaults to the project's Spark jars (:func:`cdclake.spark.spark_jars`), comma-joined;
+    * ``conf`` is :func:`cdclake.spark.session_conf` of ``LakeConfig.from_env()`` (the ``lake``
+      catalog), updated with the ``conf`` given here;
+    * with ``summary_json`` (default), ``--summary-json <per-run path>`` is appended to
+      ``application_args`` and the parsed summary is returned (XCom): ``{"summary_path", "summary"}``.
+      The job writes it on the driver, so this needs client deploy mode (the connection's default).
+
+    The master comes from the Spark connection (``conn_id``, default ``spark_default``): ``local[*]``
+    on the local stack, ``spark://spark-master:7077`` in docker-compose.
+
+    Args:
+        job: the job's module name under ``jobs/`` (``ingest``, ``maintenance``).
+        summary_json: pass ``--summary-json`` and return the summary.
+        **kwargs: SparkSubmitOperator arguments (``application_args`` etc. are templated).
+    """
+
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "job")
+    ui_color = "#ffe8a3"
+
+    def __init__(self, *, job: str, summary_json: bool = True, **kwargs: Any) -> None:
+        kwargs.setdefault("conn_id", "spark_default")
+        kwargs.setdefault("name", f"cdclake-{job}")
+        kwargs.setdefault("application", "")
+        super().__init__(**kwargs)
+        self.job = job
+        self.summary_json = summary_json
+
+    def _prepare(self, context: Any) -> Path | None:
+        if not self.application:
+            self.application = job_application(self.job)
+        if not Path(self.application).is_file():
+            raise FileNotFoundError(f"spark job {self.job}: application {self.application} does not exist")
+        self.jars = self.jars or ",".join(spark_jars())
+        lake = LakeConfig.from_env()
+        lake.ensure_dirs()
+        self.conf = {**session_conf(lake), **(self.conf or {})}
+        binary = self._spark_binary or "spark-submit"
+        if shutil.which(binary) is None and (Path(sys.executable).parent / binary).is_file():
+            # `airflow` started from a venv that is not activated: spark-submit sits beside the interpreter.
+            path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+            self.env_vars = {**(self.env_vars or {}), "PATH": path}
+            self.log.info("%s is not on PATH; using %s", binary, Path(sys.executable).parent / binary)
+        if not self.summary_json:
+            return None
+        ti = context["ti"]
+        path = run_file(run_dir(), ti.dag_id, ti.run_id, ti.task_id, getattr(ti, "map_index", -1))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)
+        self.application_args = [*(self.application_args or []), "--summary-json", str(path)]
+        return path
+
+    def execute(self, context: Any) -> dict[str, Any] | None:
+        summary_path = self._prepare(context)
+        super().execute(context)
+        if summary_path is None:
+            return None
+        if not summary_path.is_file():
+            raise FileNotFoundError(f"spark job {self.job} finished without writing its summary {summary_path}")
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        self.log.info("Job %s summary (%s): %s", self.job, summary_path, json.dumps(summary)[:2000])
+        return {"summary_path": str(summary_path), "summary": summary}

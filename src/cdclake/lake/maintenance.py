@@ -1,0 +1,230 @@
+"""Iceberg table maintenance through Iceberg's Spark procedures, driven by a per-table policy.
+
+The pure part builds the ``CALL lake.system.<procedure>(...)`` statements from a
+:class:`MaintenancePolicy`; :func:`run_calls` is the only function that touches Spark.
+
+Order per table (each step optional):
+
+1. ``rewrite_data_files``: compact small data files (binpack), so MERGE batches do not leave
+   thousands of tiny files.
+2. ``rewrite_position_delete_files``: compact the position deletes that merge-on-read MERGEs write
+   (skipped for ``append`` tables, which never delete).
+3. ``expire_snapshots``: drop snapshots older than N days, always keeping the last K.
+4. ``remove_orphan_files``: delete files no snapshot references that are older than N days (the
+   age guard keeps files of writes still in flight).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from cdclake.assets import catalog_identifier
+from cdclake.connectors import LakeMode, LakeOptions
+from cdclake.exceptions import ConfigError
+from cdclake.lake.catalog import CATALOG_NAME
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
+
+EXPIRE_OLDER_THAN_DAYS_DEFAULT = 7.0
+RETAIN_LAST_DEFAULT = 5
+REWRITE_MIN_INPUT_FILES_DEFAULT = 5
+ORPHAN_OLDER_THAN_DAYS_DEFAULT = 3.0
+
+
+@dataclass(frozen=True)
+class MaintenancePolicy:
+    """What maintenance one table gets.
+
+    Attributes:
+        expire_snapshots: run ``expire_snapshots``.
+        expire_older_than_days: expire snapshots older than this many days ...
+        retain_last: ... but always keep at least this many.
+        rewrite_data_files: run ``rewrite_data_files`` (binpack).
+        rewrite_min_input_files: only rewrite a file group with at least this many files.
+        target_file_size_bytes: target size of rewritten files (None: the table's
+            ``write.target-file-size-bytes``).
+        rewrite_position_deletes: run ``rewrite_position_delete_files``.
+        remove_orphan_files: run ``remove_orphan_files``.
+        orphan_older_than_days: only remove orphans older than this many days (at least 1: Iceberg's
+            procedure refuses shorter intervals).
+        dry_run: ``remove_orphan_files`` only lists what it would delete (the job also skips the
+            other procedures, which have no dry-run mode).
+    """
+
+    expire_snapshots: bool = True
+    expire_older_than_days: float = EXPIRE_OLDER_THAN_DAYS_DEFAULT
+    retain_last: int = RETAIN_LAST_DEFAULT
+    rewrite_data_files: bool = True
+    rewrite_min_input_files: int = REWRITE_MIN_INPUT_FILES_DEFAULT
+    target_file_size_bytes: int | None = None
+    rewrite_position_deletes: bool = True
+    remove_orphan_files: bool = True
+    orphan_older_than_days: float = ORPHAN_OLDER_THAN_DAYS_DEFAULT
+    dry_run: bool = False
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.expire_older_than_days < 0:
+            problems.append("expire_older_than_days must be >= 0")
+        if self.retain_last < 1:
+            problems.append("retain_last must be >= 1")
+        if self.rewrite_min_input_files < 1:
+            problems.append("rewrite_min_input_files must be >= 1")
+        if self.target_file_size_bytes is not None and self.target_file_size_bytes <= 0:
+            problems.append("target_file_size_bytes must be positive")
+        if self.orphan_older_than_days < 1:
+            # Iceberg's procedure refuses intervals under 24 hours (files of in-flight writes look orphaned).
+            problems.append("orphan_older_than_days must be >= 1 (Iceberg refuses intervals under 24 hours)")
+        if problems:
+            raise ConfigError("maintenance policy: " + "; ".join(problems))
+
+
+_POLICY_KEYS = {f.name for f in fields(MaintenancePolicy)}
+
+
+def policy_for(lake: LakeOptions | None = None, overrides: Mapping[str, Any] | None = None) -> MaintenancePolicy:
+    """The policy of one table: defaults, adjusted to the table's lake options, then explicit overrides.
+
+    ``append`` tables never delete, so position-delete compaction is off for them.
+
+    Args:
+        lake: the table's ``lake`` options from its connector spec.
+        overrides: policy fields to set (e.g. from DAG params); None values are ignored.
+
+    Raises:
+        ConfigError: on an unknown key or an invalid value (names the key).
+    """
+    policy = MaintenancePolicy()
+    if lake is not None and lake.mode is LakeMode.APPEND:
+        policy = replace(policy, rewrite_position_deletes=False)
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    unknown = sorted(set(given) - _POLICY_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"maintenance policy: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_POLICY_KEYS))}"
+        )
+    return replace(policy, **given)
+
+
+@dataclass(frozen=True)
+class MaintenanceCall:
+    """One procedure call on one table."""
+
+    procedure: str
+    table: str
+    sql: str
+
+
+def _literal(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _timestamp(moment: datetime) -> str:
+    utc = moment.astimezone(UTC) if moment.tzinfo else moment
+    return f"TIMESTAMP '{utc.strftime('%Y-%m-%d %H:%M:%S.%f')}'"
+
+
+def _options(values: Mapping[str, Any]) -> str:
+    pairs = ", ".join(f"{_literal(k)}, {_literal(str(v))}" for k, v in values.items())
+    return f"map({pairs})"
+
+
+def maintenance_calls(
+    identifier: str,
+    policy: MaintenancePolicy,
+    now: datetime,
+    catalog: str = CATALOG_NAME,
+) -> list[MaintenanceCall]:
+    """The ``CALL <catalog>.system.*`` statements of a policy for one table, in execution order (pure).
+
+    Timestamps are rendered in UTC; cdclake sessions run with ``spark.sql.session.timeZone=UTC``.
+
+    Args:
+        identifier: ``lake.<prefix>.<schema>.<table>`` or the same without the catalog.
+        policy: the table's policy.
+        now: the reference time for the age thresholds.
+        catalog: the Spark catalog holding the table.
+    """
+    table = catalog_identifier(identifier)
+    name = _literal(table)
+    system = f"{catalog}.system"
+    calls: list[MaintenanceCall] = []
+    if policy.dry_run:
+        if policy.remove_orphan_files:
+            older = _timestamp(now - timedelta(days=policy.orphan_older_than_days))
+            calls.append(
+                MaintenanceCall(
+                    "remove_orphan_files",
+                    table,
+                    f"CALL {system}.remove_orphan_files(table => {name}, older_than => {older}, dry_run => true)",
+                )
+            )
+        return calls
+    if policy.rewrite_data_files:
+        options: dict[str, Any] = {"min-input-files": policy.rewrite_min_input_files}
+        if policy.target_file_size_bytes:
+            options["target-file-size-bytes"] = policy.target_file_size_bytes
+        calls.append(
+            MaintenanceCall(
+                "rewrite_data_files",
+                table,
+                f"CALL {system}.rewrite_data_files(table => {name}, strategy => 'binpack', "
+                f"options => {_options(options)})",
+            )
+        )
+    if policy.rewrite_position_deletes:
+        options = {"min-input-files": policy.rewrite_min_input_files}
+        calls.append(
+            MaintenanceCall(
+                "rewrite_position_delete_files",
+                table,
+                f"CALL {system}.rewrite_position_delete_files(table => {name}, options => {_options(options)})",
+            )
+        )
+    if policy.expire_snapshots:
+        older = _timestamp(now - timedelta(days=policy.expire_older_than_days))
+        calls.append(
+            MaintenanceCall(
+                "expire_snapshots",
+                table,
+                f"CALL {system}.expire_snapshots(table => {name}, older_than => {older}, "
+                f"retain_last => {int(policy.retain_last)})",
+            )
+        )
+    if policy.remove_orphan_files:
+        older = _timestamp(now - timedelta(days=policy.orphan_older_than_days))
+        calls.append(
+            MaintenanceCall(
+                "remove_orphan_files",
+                table,
+                f"CALL {system}.remove_orphan_files(table => {name}, older_than => {older})",
+            )
+        )
+    return calls
+
+
+def run_calls(spark: SparkSession, calls: list[MaintenanceCall]) -> dict[str, list[dict[str, Any]]]:
+    """Run the calls in order and return each procedure's output rows (as dicts), keyed by procedure.
+
+    Raises:
+        pyspark.errors.PySparkException: the first failing procedure's error (the later calls of
+            the same table are not run).
+    """
+    results: dict[str, list[dict[str, Any]]] = {}
+    for call in calls:
+        logger.info("maintenance %s on %s: %s", call.procedure, call.table, call.sql)
+        rows = spark.sql(call.sql).collect()
+        results[call.procedure] = [_jsonable(row.asDict(recursive=True)) for row in rows]
+        logger.info("maintenance %s on %s -> %s", call.procedure, call.table, results[call.procedure])
+    return results
+
+
+def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v if isinstance(v, str | int | float | bool | type(None)) else str(v) for k, v in row.items()}

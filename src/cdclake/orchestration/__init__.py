@@ -1,0 +1,42 @@
+"""Pure helpers behind the Airflow DAGs (no Airflow import): spec selection, job arguments,
+ingest summaries, snapshot requests and checks, connector health.
+
+The DAGs in ``dags/`` and the adapters in ``plugins/cdclake_airflow`` call these; everything here is
+unit-testable without Airflow, Kafka or Spark.
+"""
+
+from __future__ import annotations
+
+from cdclake.orchestration.health import connector_health_problems
+from cdclake.orchestration.jobs import JOBS_DIR, job_application, job_arguments, run_file
+from cdclake.orchestration.selection import select_specs, spec_names
+from cdclake.orchestration.snapshot import (
+    READER_CONN_SUFFIX,
+    SnapshotRequest,
+    comparable,
+    count_mismatches,
+    lake_row_count,
+    reader_conn_id,
+    row_count_query,
+)
+from cdclake.orchestration.summary import IngestSummary, TableResult, load_summary
+
+__all__ = [
+    "JOBS_DIR",
+    "READER_CONN_SUFFIX",
+    "IngestSummary",
+    "SnapshotRequest",
+    "TableResult",
+    "comparable",
+    "connector_health_problems",
+    "count_mismatches",
+    "job_application",
+    "job_arguments",
+    "lake_row_count",
+    "load_summary",
+    "reader_conn_id",
+    "row_count_query",
+    "run_file",
+    "select_specs",
+    "spec_names",
+]

@@ -1,0 +1,153 @@
+"""Iceberg maintenance: the policy and the CALL statements (pure), then the procedures on a tiny table."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import pytest
+
+from cdclake.connectors import LakeOptions
+from cdclake.exceptions import ConfigError
+from cdclake.lake.maintenance import MaintenanceCall, MaintenancePolicy, maintenance_calls, policy_for, run_calls
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+NOW = datetime(2026, 11, 21, 6, 0, 0, tzinfo=UTC)
+
+
+def test_policy_defaults_and_append_tables_skip_position_deletes() -> None:
+    assert policy_for(LakeOptions()) == MaintenancePolicy()
+    assert policy_for(LakeOptions(mode="append")) == MaintenancePolicy(rewrite_position_deletes=False)
+
+
+def test_policy_overrides_ignore_none_and_reject_unknown_or_invalid_values() -> None:
+    policy = policy_for(LakeOptions(), {"retain_last": 2, "expire_older_than_days": None})
+    assert (policy.retain_last, policy.expire_older_than_days) == (2, 7.0)
+    with pytest.raises(ConfigError, match="unknown key\\(s\\) retain"):
+        policy_for(None, {"retain": 1})
+    with pytest.raises(ConfigError, match="retain_last must be >= 1"):
+        policy_for(None, {"retain_last": 0})
+    with pytest.raises(ConfigError, match="orphan_older_than_days must be >= 1"):
+        policy_for(None, {"orphan_older_than_days": 0.5})
+
+
+def test_calls_of_the_default_policy_in_order() -> None:
+    calls = maintenance_calls("lake.pg.inventory.customers", MaintenancePolicy(), NOW)
+    assert calls == [
+        MaintenanceCall(
+            "rewrite_data_files",
+            "pg.inventory.customers",
+            "CALL lake.system.rewrite_data_files(table => 'pg.inventory.customers', strategy => 'binpack', "
+            "options => map('min-input-files', '5'))",
+        ),
+        MaintenanceCall(
+            "rewrite_position_delete_files",
+            "pg.inventory.customers",
+            "CALL lake.system.rewrite_position_delete_files(table => 'pg.inventory.customers', "
+            "options => map('min-input-files', '5'))",
+        ),
+        MaintenanceCall(
+            "expire_snapshots",
+            "pg.inventory.customers",
+            "CALL lake.system.expire_snapshots(table => 'pg.inventory.customers', "
+            "older_than => TIMESTAMP '2026-11-14 06:00:00.000000', retain_last => 5)",
+        ),
+        MaintenanceCall(
+            "remove_orphan_files",
+            "pg.inventory.customers",
+            "CALL lake.system.remove_orphan_files(table => 'pg.inventory.customers', "
+            "older_than => TIMESTAMP '2026-11-18 06:00:00.000000')",
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        # everything off -> nothing to call
+        (
+            MaintenancePolicy(
+                expire_snapshots=False,
+                rewrite_data_files=False,
+                rewrite_position_deletes=False,
+                remove_orphan_files=False,
+            ),
+            [],
+        ),
+        # dry run -> only the orphan listing, flagged dry_run
+        (
+            MaintenancePolicy(dry_run=True, orphan_older_than_days=1),
+            [
+                "CALL lake.system.remove_orphan_files(table => 't.ns.x', "
+                "older_than => TIMESTAMP '2026-11-20 06:00:00.000000', dry_run => true)"
+            ],
+        ),
+        # target size is passed as an option; the identifier is quoted as a literal
+        (
+            MaintenancePolicy(
+                target_file_size_bytes=1024,
+                rewrite_min_input_files=2,
+                expire_snapshots=False,
+                rewrite_position_deletes=False,
+                remove_orphan_files=False,
+            ),
+            [
+                "CALL lake.system.rewrite_data_files(table => 't.ns.x', strategy => 'binpack', "
+                "options => map('min-input-files', '2', 'target-file-size-bytes', '1024'))"
+            ],
+        ),
+    ],
+)
+def test_calls_follow_the_policy(policy: MaintenancePolicy, expected: list[str]) -> None:
+    assert [c.sql for c in maintenance_calls("t.ns.x", policy, NOW)] == expected
+
+
+def test_quotes_in_identifiers_are_escaped() -> None:
+    (call,) = maintenance_calls(
+        "lake.p.s.o'x",
+        MaintenancePolicy(rewrite_data_files=False, rewrite_position_deletes=False, remove_orphan_files=False),
+        NOW,
+    )
+    assert "table => 'p.s.o\\'x'" in call.sql
+
+
+@pytest.mark.spark
+def test_procedures_run_on_a_tiny_table(spark: SparkSession) -> None:
+    table = "lake.mt.ns.orders"
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.mt.ns")
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    spark.sql(
+        f"CREATE TABLE {table} (id BIGINT, v STRING) USING iceberg TBLPROPERTIES ("
+        "'format-version'='2', 'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read')"
+    )
+    for i in range(4):  # four snapshots, four small data files
+        spark.sql(f"INSERT INTO {table} VALUES ({2 * i}, 'a{i}'), ({2 * i + 1}, 'b{i}')")
+    spark.sql(f"DELETE FROM {table} WHERE id IN (1, 5)")  # position deletes
+    spark.sql(f"DELETE FROM {table} WHERE id = 6")
+    before = spark.sql(f"SELECT count(*) FROM {table}.snapshots").first()[0]
+    assert before == 6
+
+    policy = policy_for(
+        LakeOptions(),
+        {"rewrite_min_input_files": 2, "expire_older_than_days": 0, "retain_last": 1, "orphan_older_than_days": 1},
+    )
+    results = run_calls(spark, maintenance_calls(table, policy, datetime.now(UTC)))
+
+    assert list(results) == [
+        "rewrite_data_files",
+        "rewrite_position_delete_files",
+        "expire_snapshots",
+        "remove_orphan_files",
+    ]
+    (rewrite,) = results["rewrite_data_files"]
+    assert rewrite["rewritten_data_files_count"] >= 4  # one or more per INSERT
+    assert rewrite["added_data_files_count"] == 1
+    (expired,) = results["expire_snapshots"]
+    assert expired["deleted_data_files_count"] >= 4
+    assert results["remove_orphan_files"] == []  # nothing unreferenced is older than a day
+    # one snapshot left, the data unchanged
+    assert spark.sql(f"SELECT count(*) FROM {table}.snapshots").first()[0] == 1
+    rows = sorted(tuple(r) for r in spark.sql(f"SELECT id, v FROM {table}").collect())
+    assert rows == [(0, "a0"), (2, "a1"), (3, "b1"), (4, "a2"), (7, "b3")]

@@ -29,7 +29,9 @@ def main() -> None:
         stack.up()
         durations.append(time.monotonic() - t0)
         print(f"run {run + 1}: stack up {durations[-1]:.1f}s")
-    print(f"stack up (warm cache, {args.runs} runs): median {statistics.median(durations):.1f}s, max {max(durations):.1f}s")
+    print(
+        f"stack up (warm cache, {args.runs} runs): median {statistics.median(durations):.1f}s, max {max(durations):.1f}s"
+    )
     time.sleep(args.idle_seconds)
     total = 0
     for row in stack.status():

@@ -84,5 +84,7 @@ def jars_in(subdir: str) -> list[Path]:
     folder = jvm_dir() / subdir
     jars = sorted(folder.glob("*.jar")) if folder.is_dir() else []
     if not jars:
-        raise NotInstalledError(f"no jars in {folder}; run `make jars` (mvn -s jvm/settings.xml -f jvm/pom.xml package)")
+        raise NotInstalledError(
+            f"no jars in {folder}; run `make jars` (mvn -s jvm/settings.xml -f jvm/pom.xml package)"
+        )
     return jars

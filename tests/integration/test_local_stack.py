@@ -26,7 +26,12 @@ def test_kafka_produce_and_consume_round_trip(kafka_bootstrap: str) -> None:
         producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 2)
     assert producer.flush(30) == 0
     consumer = Consumer(
-        {"bootstrap.servers": kafka_bootstrap, "group.id": topic, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+        {
+            "bootstrap.servers": kafka_bootstrap,
+            "group.id": topic,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
     )
     consumer.subscribe([topic])
     got: dict[int, list[tuple[int, bytes, bytes]]] = {0: [], 1: []}
@@ -57,7 +62,9 @@ def test_connect_lists_every_debezium_connector(connect_url: str) -> None:
 
 def _validate(connect_url: str, cls: str, config: dict[str, str]) -> dict[str, list[str]]:
     response = requests.put(
-        f"{connect_url}/connector-plugins/{cls}/config/validate", json={"connector.class": cls, "name": f"validate-{cls.rsplit('.', 1)[-1]}", **config}, timeout=60
+        f"{connect_url}/connector-plugins/{cls}/config/validate",
+        json={"connector.class": cls, "name": f"validate-{cls.rsplit('.', 1)[-1]}", **config},
+        timeout=60,
     )
     response.raise_for_status()
     body = response.json()
@@ -134,7 +141,8 @@ def test_postgres_users_and_logical_replication(stack: Stack) -> None:
     with pg.connect("signal", dbname="demo") as conn:
         signal_id = uuid.uuid4().hex
         conn.execute(
-            "INSERT INTO inventory.debezium_signal (id, type, data) VALUES (%s, %s, %s)", [signal_id, "log", '{"message":"x"}']
+            "INSERT INTO inventory.debezium_signal (id, type, data) VALUES (%s, %s, %s)",
+            [signal_id, "log", '{"message":"x"}'],
         )
         import psycopg
 
@@ -170,7 +178,8 @@ def test_mariadb_users_binlog_and_grants(stack: Stack) -> None:
         assert cur.fetchone()[0].startswith("mariadb-bin.")
     with db.connect("signal", database="demo") as conn, conn.cursor() as cur:
         cur.execute(
-            "INSERT INTO debezium_signal (id, type, data) VALUES (%s, %s, %s)", (uuid.uuid4().hex, "log", '{"message":"x"}')
+            "INSERT INTO debezium_signal (id, type, data) VALUES (%s, %s, %s)",
+            (uuid.uuid4().hex, "log", '{"message":"x"}'),
         )
         with pytest.raises(pymysql.err.OperationalError):
             cur.execute("CREATE TABLE nope (id int)")

@@ -26,7 +26,8 @@ def test_iceberg_create_merge_read_in_embedded_catalog(spark: SparkSession, spar
     )
     spark.sql(f"INSERT INTO {table} VALUES (1, 'a', 1.10), (2, 'b', 2.20), (3, 'c', 3.30)")
     spark.createDataFrame(
-        [(2, "bb", "20.00", "u"), (3, None, None, "d"), (4, "d", "4.40", "c")], "id bigint, v string, amount string, op string"
+        [(2, "bb", "20.00", "u"), (3, None, None, "d"), (4, "d", "4.40", "c")],
+        "id bigint, v string, amount string, op string",
     ).selectExpr("id", "v", "CAST(amount AS DECIMAL(12,2)) AS amount", "op").createOrReplaceTempView("changes")
     spark.conf.set("spark.sql.iceberg.snapshot-property.cdc.batch-id", "it-1")
     try:
@@ -58,7 +59,9 @@ def test_spark_kafka_source_reads_a_bounded_offset_range(spark: SparkSession, ka
     admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(timeout=30)
     producer = Producer({"bootstrap.servers": kafka_bootstrap})
     for i in range(20):
-        producer.produce(topic, key=str(i).encode(), value=json.dumps({"n": i}).encode(), partition=i % 2, headers=[("h", b"x")])
+        producer.produce(
+            topic, key=str(i).encode(), value=json.dumps({"n": i}).encode(), partition=i % 2, headers=[("h", b"x")]
+        )
     assert producer.flush(30) == 0
     df = (
         spark.read.format("kafka")
@@ -74,6 +77,6 @@ def test_spark_kafka_source_reads_a_bounded_offset_range(spark: SparkSession, ka
         for r in df.collect()
     )
     expected = [(0, o, str(2 * o), 2 * o, "h", b"x") for o in range(2, 7)] + [
-        (1, o, str(2 * o + 1), 2 * o + 1, "h", b"x") for o in range(0, 4)
+        (1, o, str(2 * o + 1), 2 * o + 1, "h", b"x") for o in range(4)
     ]
     assert rows == expected

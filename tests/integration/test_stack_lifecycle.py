@@ -81,6 +81,8 @@ def test_up_names_the_taken_port_and_how_to_change_it(tmp_path: Path) -> None:
         blocker.listen()
         port = blocker.getsockname()[1]
         config = dataclasses.replace(StackConfig.from_env(tmp_path / "stack"), postgres_port=port)
-        with pytest.raises(PortInUseError, match=rf"postgres PostgreSQL: port 127\.0\.0\.1:{port} is already in use.*CDC_POSTGRES_PORT"):
+        with pytest.raises(
+            PortInUseError, match=rf"postgres PostgreSQL: port 127\.0\.0\.1:{port} is already in use.*CDC_POSTGRES_PORT"
+        ):
             Stack(config).up()
     assert _our_processes(config.state_dir) == []

@@ -26,7 +26,7 @@ def demo() -> None:
     if not all(row.ready for row in rows):
         raise StackError("some services do not answer; see `cdclake stack status` and `cdclake stack logs SERVICE`")
     console.print(
-        "[green]local stack is up and healthy.[/] Next: `eval \"$(cdclake stack env)\"` to point Airflow at it; "
+        '[green]local stack is up and healthy.[/] Next: `eval "$(cdclake stack env)"` to point Airflow at it; '
         "`cdclake stack down` to stop it."
     )
     raise typer.Exit(0)

@@ -58,7 +58,13 @@ def tables(lake: Optional[Path] = LakeDir) -> None:  # noqa: UP045
         snap = table.current_snapshot()
         rows = snap.summary.additional_properties.get("total-records", "?") if snap else "0"
         batch = snap.summary.additional_properties.get("cdc.batch-id", "-") if snap else "-"
-        out.add_row("lake." + ".".join(ident), str(rows), str(len(table.metadata.snapshots)), batch, f"v{table.metadata.format_version}")
+        out.add_row(
+            "lake." + ".".join(ident),
+            str(rows),
+            str(len(table.metadata.snapshots)),
+            batch,
+            f"v{table.metadata.format_version}",
+        )
     console.print(out)
 
 

@@ -9,9 +9,9 @@ import typer
 from rich.console import Console
 
 from cdclake import __version__
+from cdclake.cli import lake as lake_cli
 from cdclake.cli import stack as stack_cli
 from cdclake.cli.capture import capture
-from cdclake.cli import lake as lake_cli
 from cdclake.cli.demo import demo
 from cdclake.cli.ingest import ingest, replay
 from cdclake.exceptions import CdcError

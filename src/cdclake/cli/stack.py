@@ -17,7 +17,9 @@ from cdclake.stack import Stack, StackConfig
 from cdclake.stack.config import DEMO_DATABASE, password
 from cdclake.stack.manager import SERVICE_ORDER
 
-app = typer.Typer(help="Run the local stack (Kafka KRaft, Kafka Connect + Debezium, PostgreSQL, MariaDB) without Docker.")
+app = typer.Typer(
+    help="Run the local stack (Kafka KRaft, Kafka Connect + Debezium, PostgreSQL, MariaDB) without Docker."
+)
 console = Console()
 
 StateDir = typer.Option(None, "--state-dir", help="State directory [env CDC_STACK_DIR; default .stack/]")
@@ -113,7 +115,9 @@ def logs(
 
 @app.command()
 def packages(
-    install: bool = typer.Option(False, "--install", help="Install what is missing (needs root) instead of only checking."),
+    install: bool = typer.Option(
+        False, "--install", help="Install what is missing (needs root) instead of only checking."
+    ),
 ) -> None:
     """Check (or install) the Debian packages the stack runs: PostgreSQL, MariaDB, Java 17+."""
     from cdclake.stack.debian import ensure_installed
@@ -137,7 +141,12 @@ def stack_environment(stack: Stack) -> dict[str, str]:
     c = stack.config
     secrets = stack.secrets
     conns = {
-        "KAFKA_CONNECT_DEFAULT": {"conn_type": "kafka_connect", "host": c.host, "port": c.connect_port, "schema": "http"},
+        "KAFKA_CONNECT_DEFAULT": {
+            "conn_type": "kafka_connect",
+            "host": c.host,
+            "port": c.connect_port,
+            "schema": "http",
+        },
         "KAFKA_DEFAULT": {
             "conn_type": "kafka",
             "extra": {"bootstrap.servers": c.kafka_bootstrap, "group.id": "cdclake-airflow"},

@@ -167,7 +167,10 @@ SCD2_COLUMNS: tuple[tuple[str, str], ...] = (
 
 
 def scd2_versions(
-    events: DataFrame, stored_current: DataFrame, key_columns: Sequence[str], data_columns: Sequence[str],
+    events: DataFrame,
+    stored_current: DataFrame,
+    key_columns: Sequence[str],
+    data_columns: Sequence[str],
     keep_columns: Sequence[str],
 ) -> DataFrame:
     """History versions of a batch: one per non-delete event, closed by the key's next event.
@@ -195,9 +198,9 @@ def scd2_versions(
             last = F.last(real, ignorenulls=True).over(upto)["v"]
             frame = frame.withColumn(
                 name,
-                F.when(F.array_contains("_cdc_keep_columns", name), F.coalesce(last, F.col(f"__stored_{name}"))).otherwise(
-                    F.col(name)
-                ),
+                F.when(
+                    F.array_contains("_cdc_keep_columns", name), F.coalesce(last, F.col(f"__stored_{name}"))
+                ).otherwise(F.col(name)),
             ).drop(f"__stored_{name}")
     return (
         frame.where(F.col("_cdc_op") != "d")
@@ -207,7 +210,11 @@ def scd2_versions(
 
 
 def scd2_merge_sql(
-    target: str, versions_view: str, closes_view: str, key_columns: Sequence[str], target_columns: Sequence[str],
+    target: str,
+    versions_view: str,
+    closes_view: str,
+    key_columns: Sequence[str],
+    target_columns: Sequence[str],
     carried: Sequence[str],
 ) -> str:
     """One atomic MERGE: close the current version of every key changed in the batch, insert the new versions.

@@ -165,7 +165,9 @@ def run_batch(
                 except SchemaEvolutionError as exc:
                     if source.lake_options(table_id).schema_policy.value == "fail":
                         raise
-                    result = TableResult(table=applier.identifier, mode=applier.options.mode.value, quarantined=str(exc))
+                    result = TableResult(
+                        table=applier.identifier, mode=applier.options.mode.value, quarantined=str(exc)
+                    )
                     _quarantine(spark, source, batch_id, applier.identifier, frame, raw, str(exc))
                     logger.error("QUARANTINED %s: %s", applier.identifier, exc)
                 summary.tables[result.table] = result.as_dict()
@@ -191,7 +193,9 @@ def _audit_ddl(spark: SparkSession, name: str, ddl: str) -> str:
 
 def _already(spark: SparkSession, table: str, batch_id: str) -> bool:
     return bool(
-        spark.sql(f"SELECT count(*) AS n FROM {table}.snapshots WHERE summary['cdc.batch-id'] = '{batch_id}'").collect()[0]["n"]
+        spark.sql(
+            f"SELECT count(*) AS n FROM {table}.snapshots WHERE summary['cdc.batch-id'] = '{batch_id}'"
+        ).collect()[0]["n"]
     )
 
 
@@ -219,13 +223,25 @@ def _dead_letters(spark: SparkSession, source: SourceConfig, batch_id: str, dead
 
 
 def _quarantine(
-    spark: SparkSession, source: SourceConfig, batch_id: str, identifier: str, frame: DataFrame, raw: DataFrame, reason: str
+    spark: SparkSession,
+    source: SourceConfig,
+    batch_id: str,
+    identifier: str,
+    frame: DataFrame,
+    raw: DataFrame,
+    reason: str,
 ) -> None:
     table = _audit_ddl(spark, "quarantine", QUARANTINE_DDL)
     if _already(spark, table, batch_id + ":" + identifier):
         return
-    coords = frame.select(F.col("_cdc_topic").alias("topic"), F.col("_cdc_partition").alias("partition"), F.col("_cdc_offset").alias("offset"))
-    held = coords.join(raw.select("topic", "partition", "offset", "key", "value"), ["topic", "partition", "offset"]).select(
+    coords = frame.select(
+        F.col("_cdc_topic").alias("topic"),
+        F.col("_cdc_partition").alias("partition"),
+        F.col("_cdc_offset").alias("offset"),
+    )
+    held = coords.join(
+        raw.select("topic", "partition", "offset", "key", "value"), ["topic", "partition", "offset"]
+    ).select(
         F.lit(source.name).alias("source"),
         F.lit(batch_id).alias("batch_id"),
         F.lit(identifier).alias("table"),

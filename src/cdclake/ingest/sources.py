@@ -40,7 +40,11 @@ def source_topic_patterns(topic_prefix: str) -> list[str]:
     """Topics a batch reads for a connector: data topics, ``<prefix>.transaction`` and the schema change
     topic ``<prefix>`` (not heartbeats, notifications, schema history or the Kafka signal topic)."""
     p = re.escape(topic_prefix)
-    return [rf"{p}", rf"{p}\.transaction", rf"{p}\.(?!notifications$|schema-history$|transaction$)[^.]+(\.[^.]+){{1,2}}"]
+    return [
+        rf"{p}",
+        rf"{p}\.transaction",
+        rf"{p}\.(?!notifications$|schema-history$|transaction$)[^.]+(\.[^.]+){{1,2}}",
+    ]
 
 
 class KafkaRecordSource(RecordSource):
@@ -52,10 +56,16 @@ class KafkaRecordSource(RecordSource):
         self.kafka_options = kafka_options or {}
 
     def watermarks(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
-        from confluent_kafka import Consumer, TopicPartition as CTP
+        from confluent_kafka import Consumer
+        from confluent_kafka import TopicPartition as CTP
 
         consumer = Consumer(
-            {"bootstrap.servers": self.bootstrap, "group.id": "cdclake-planner", "enable.auto.commit": False, "log_level": 0}
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": "cdclake-planner",
+                "enable.auto.commit": False,
+                "log_level": 0,
+            }
         )
         try:
             try:
@@ -113,7 +123,11 @@ class FrameRecordSource(RecordSource):
     def watermarks(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
         from pyspark.sql import functions as F
 
-        rows = self._frame.groupBy("topic", "partition").agg(F.min("offset").alias("lo"), F.max("offset").alias("hi")).collect()
+        rows = (
+            self._frame.groupBy("topic", "partition")
+            .agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"))
+            .collect()
+        )
         earliest, latest = {}, {}
         for row in rows:
             if self.patterns is not None and not any(p.fullmatch(row["topic"]) for p in self.patterns):
@@ -128,7 +142,9 @@ class FrameRecordSource(RecordSource):
         from pyspark.sql import functions as F
 
         conditions = [
-            (F.col("topic") == r.topic) & (F.col("partition") == r.partition) & F.col("offset").between(r.start, r.end - 1)
+            (F.col("topic") == r.topic)
+            & (F.col("partition") == r.partition)
+            & F.col("offset").between(r.start, r.end - 1)
             for r in ranges
         ]
         if not conditions:
@@ -169,7 +185,9 @@ class FrameRecordSource(RecordSource):
 class ReplayRecordSource(FrameRecordSource):
     """Records from JSON Lines files written by ``cdclake capture`` (or any topic dump in that format)."""
 
-    def __init__(self, spark: SparkSession, paths: Sequence[str | Path], topic_patterns: Iterable[str] | None = None) -> None:
+    def __init__(
+        self, spark: SparkSession, paths: Sequence[str | Path], topic_patterns: Iterable[str] | None = None
+    ) -> None:
         files: list[str] = []
         for path in map(Path, paths):
             if path.is_dir():
@@ -194,9 +212,9 @@ class ReplayRecordSource(FrameRecordSource):
             F.timestamp_millis("timestamp").alias("timestamp"),
             "key",
             "value",
-            F.transform("headers", lambda h: F.struct(h["key"].alias("key"), h["value"].cast("binary").alias("value"))).alias(
-                "headers"
-            ),
+            F.transform(
+                "headers", lambda h: F.struct(h["key"].alias("key"), h["value"].cast("binary").alias("value"))
+            ).alias("headers"),
         )
         # the same record can sit in several overlapping dumps: keep one copy per coordinate
         return frame.dropDuplicates(["topic", "partition", "offset"])

@@ -84,10 +84,7 @@ class BatchLedger:
     def last(self) -> tuple[BatchRecord | None, BatchRecord | None]:
         """(last committed batch, interrupted batch to redo or None)."""
         rows = (
-            self.spark.table(self.name)
-            .where(f"source = '{self.source.replace(chr(39), '')}'")
-            .orderBy("seq")
-            .collect()
+            self.spark.table(self.name).where(f"source = '{self.source.replace(chr(39), '')}'").orderBy("seq").collect()
         )
         records = [
             BatchRecord(

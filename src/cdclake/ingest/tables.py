@@ -148,7 +148,11 @@ class TableApplier:
                 self.spark.sql(f"ALTER TABLE {self.name} SET IDENTIFIER FIELDS {', '.join(f'`{k}`' for k in keys)}")
                 self.spark.sql(
                     f"CREATE TABLE IF NOT EXISTS {self.tombstones} ("
-                    + ", ".join(f"`{f.name}` {spark_sql_type(storable(f.dataType))} NOT NULL" for f in schema.fields if f.name in keys)
+                    + ", ".join(
+                        f"`{f.name}` {spark_sql_type(storable(f.dataType))} NOT NULL"
+                        for f in schema.fields
+                        if f.name in keys
+                    )
                     + ", _cdc_position ARRAY<DECIMAL(38,0)>, _cdc_deleted_at TIMESTAMP) USING iceberg "
                     "TBLPROPERTIES ('format-version'='2', 'write.merge.mode'='merge-on-read')"
                 )
@@ -161,7 +165,9 @@ class TableApplier:
         described = [c.describe() for c in plan.changes]
         policy = self.options.schema_policy
         if policy == SchemaPolicy.FAIL and any(c.kind.value != "column_missing_in_source" for c in plan.changes):
-            raise SchemaEvolutionError(f"{self.identifier}: schema changed and its policy is 'fail': {'; '.join(described)}")
+            raise SchemaEvolutionError(
+                f"{self.identifier}: schema changed and its policy is 'fail': {'; '.join(described)}"
+            )
         if plan.incompatible or (policy == SchemaPolicy.QUARANTINE and plan.ddl):
             raise SchemaEvolutionError(
                 f"{self.identifier}: cannot evolve ({policy.value}): "
@@ -184,7 +190,11 @@ class TableApplier:
         cols = []
         for fld in self.info.schema.fields:
             target = storable(fld.dataType)
-            cols.append(F.col(f"`{fld.name}`").cast(target).alias(fld.name) if target != fld.dataType else F.col(f"`{fld.name}`"))
+            cols.append(
+                F.col(f"`{fld.name}`").cast(target).alias(fld.name)
+                if target != fld.dataType
+                else F.col(f"`{fld.name}`")
+            )
         return frame.select(*cols, *[F.col(c) for c in frame.columns if c.startswith("_cdc_")])
 
     def apply(self, frame: DataFrame, batch_id: str) -> TableResult:
@@ -257,7 +267,10 @@ class TableApplier:
         # can silently match nothing (seen with Iceberg 1.11 merge-on-read deletes)
         marked = apply.mark_stale(latest, stored, tombs, keys).localCheckpoint(eager=True)
         try:
-            counts = {(r["_cdc_op"], r[apply.STALE]): int(r["count"]) for r in marked.groupBy("_cdc_op", apply.STALE).count().collect()}
+            counts = {
+                (r["_cdc_op"], r[apply.STALE]): int(r["count"])
+                for r in marked.groupBy("_cdc_op", apply.STALE).count().collect()
+            }
             result.skipped_stale = sum(n for (_, stale), n in counts.items() if stale)
             result.applied = sum(n for (_, stale), n in counts.items() if not stale)
             fresh = marked.where(~F.col(apply.STALE)).drop(apply.STALE)
@@ -311,8 +324,11 @@ class TableApplier:
             return current
         literal = apply.position_literal(position)
         keys = self.info.key_columns
-        open_keys = self.spark.table(self.name).where("_cdc_is_current").select(*[f"`{k}`" for k in keys]).localCheckpoint(
-            eager=True
+        open_keys = (
+            self.spark.table(self.name)
+            .where("_cdc_is_current")
+            .select(*[f"`{k}`" for k in keys])
+            .localCheckpoint(eager=True)
         )
         view = f"cdc_open_{abs(hash(self.name))}"
         open_keys.createOrReplaceTempView(view)
@@ -340,7 +356,9 @@ class TableApplier:
         view = f"cdc_doomed_{abs(hash(table))}"
         doomed.createOrReplaceTempView(view)
         on = " AND ".join(f"t.`{k}` = d.`{k}`" for k in keys)
-        self.spark.sql(f"MERGE INTO {table} t USING {view} d ON {on} WHEN MATCHED AND t._cdc_position < {literal} THEN DELETE")
+        self.spark.sql(
+            f"MERGE INTO {table} t USING {view} d ON {on} WHEN MATCHED AND t._cdc_position < {literal} THEN DELETE"
+        )
 
     def _handle_truncate(self, position: list[int] | None) -> list[int] | None:
         """Apply the batch's last truncate (rows older than it go); return the table's truncate position."""

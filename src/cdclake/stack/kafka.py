@@ -125,7 +125,9 @@ class KafkaService(Service):
     def ready(self) -> bool:
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.config.kafka_bootstrap, "socket.timeout.ms": 3000, "log_level": 0})
+        admin = AdminClient(
+            {"bootstrap.servers": self.config.kafka_bootstrap, "socket.timeout.ms": 3000, "log_level": 0}
+        )
         metadata = admin.list_topics(timeout=3)
         return bool(metadata.brokers)
 

@@ -134,7 +134,9 @@ class Stack:
         started[service.name] = time.monotonic()
         progress(service.name, f"started (pid {service.process.pid()}), waiting until it answers")
 
-    def _await(self, service: Service, started: dict[str, float], timings: dict[str, float], progress: Progress) -> None:
+    def _await(
+        self, service: Service, started: dict[str, float], timings: dict[str, float], progress: Progress
+    ) -> None:
         t0 = started.get(service.name)
 
         def probe() -> bool:

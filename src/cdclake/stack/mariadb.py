@@ -107,7 +107,10 @@ class MariaDbService(Service):
 
         try:
             return pymysql.connect(
-                unix_socket=str(self.socket), user="root", password=password(self.secrets, "mariadb", "admin"), autocommit=True
+                unix_socket=str(self.socket),
+                user="root",
+                password=password(self.secrets, "mariadb", "admin"),
+                autocommit=True,
             )
         except pymysql.err.OperationalError as exc:
             if exc.args and exc.args[0] == 1045:  # access denied: password not set yet

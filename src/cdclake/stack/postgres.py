@@ -147,7 +147,10 @@ class PostgresService(Service):
                 options = sql.SQL("LOGIN REPLICATION") if key == "debezium" else sql.SQL("LOGIN")
                 conn.execute(
                     sql.SQL("{} ROLE {} WITH {} PASSWORD {}").format(
-                        sql.SQL(verb), sql.Identifier(role), options, sql.Literal(password(self.secrets, "postgres", key))
+                        sql.SQL(verb),
+                        sql.Identifier(role),
+                        options,
+                        sql.Literal(password(self.secrets, "postgres", key)),
                     )
                 )
             if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DEMO_DATABASE]).fetchone():
@@ -169,14 +172,18 @@ class PostgresService(Service):
             ).format(signal_table),
             sql.SQL("ALTER TABLE {} OWNER TO {}").format(signal_table, app),
             sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(schema, dbz),
-            sql.SQL("ALTER DEFAULT PRIVILEGES FOR ROLE {} IN SCHEMA {} GRANT SELECT ON TABLES TO {}").format(app, schema, dbz),
+            sql.SQL("ALTER DEFAULT PRIVILEGES FOR ROLE {} IN SCHEMA {} GRANT SELECT ON TABLES TO {}").format(
+                app, schema, dbz
+            ),
             sql.SQL("GRANT INSERT ON {} TO {}, {}").format(signal_table, dbz, sig),
         ]
         with self.connect(dbname=DEMO_DATABASE) as conn:
             for statement in statements:
                 conn.execute(statement)
             if not conn.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", [POSTGRES_PUBLICATION]).fetchone():
-                conn.execute(sql.SQL("CREATE PUBLICATION {} FOR ALL TABLES").format(sql.Identifier(POSTGRES_PUBLICATION)))
+                conn.execute(
+                    sql.SQL("CREATE PUBLICATION {} FOR ALL TABLES").format(sql.Identifier(POSTGRES_PUBLICATION))
+                )
 
     def describe(self) -> str:
         return f"PostgreSQL {self.config.host}:{self.config.postgres_port} database {DEMO_DATABASE} (wal_level=logical)"

@@ -35,7 +35,9 @@ def ingest(spark: SparkSession, prefix: str) -> RunBatch:
     """Run one batch over *all* records produced so far (the log grows like a topic)."""
     log: list[dict[str, Any]] = []
 
-    def run(*records: list[dict[str, Any]], source: SourceConfig | None = None, max_records: int | None = None) -> BatchSummary:
+    def run(
+        *records: list[dict[str, Any]], source: SourceConfig | None = None, max_records: int | None = None
+    ) -> BatchSummary:
         for recs in records:
             log.extend(recs)
         frame = records_from_dicts(spark, log)

@@ -70,8 +70,16 @@ class PgTable:
         }
         return json.dumps({"schema": schema, "payload": {k: row[k] for k in self.key}})
 
-    def _value(self, op: str, before: dict | None, after: dict | None, lsn: int, commit_lsn: int | None,
-               snapshot: str | None, tx: str | None) -> str:
+    def _value(
+        self,
+        op: str,
+        before: dict | None,
+        after: dict | None,
+        lsn: int,
+        commit_lsn: int | None,
+        snapshot: str | None,
+        tx: str | None,
+    ) -> str:
         row_schema = {"type": "struct", "optional": True, "name": f"{self.topic}.Value", "fields": self._fields()}
         schema = {
             "type": "struct",
@@ -132,21 +140,42 @@ class PgTable:
     def read(self, row: dict[str, Any], lsn: int, snapshot: str = "true") -> None:
         self._emit(self._key(row), self._value("r", None, self.full(row), lsn, None, snapshot, None))
 
-    def update(self, row: dict[str, Any], lsn: int, before: dict[str, Any] | None = None, commit: int | None = None) -> None:
+    def update(
+        self, row: dict[str, Any], lsn: int, before: dict[str, Any] | None = None, commit: int | None = None
+    ) -> None:
         self._emit(self._key(row), self._value("u", before, self.full(row), lsn, commit or lsn, None, None))
 
     def delete(self, row: dict[str, Any], lsn: int, tombstone: bool = True, commit: int | None = None) -> None:
         key = self._key(row)
-        self._emit(key, self._value("d", {k: row.get(k) for k in self.key} | {c: None for c in self.columns if c not in self.key}, None, lsn, commit or lsn, None, None))
+        self._emit(
+            key,
+            self._value(
+                "d",
+                {k: row.get(k) for k in self.key} | {c: None for c in self.columns if c not in self.key},
+                None,
+                lsn,
+                commit or lsn,
+                None,
+                None,
+            ),
+        )
         if tombstone:
             self._emit(key, None)
 
     def move_key(self, old: dict[str, Any], new: dict[str, Any], lsn: int) -> None:
         """A primary-key UPDATE: delete (header newkey), tombstone, create (header oldkey), one LSN."""
         old_key, new_key = self._key(old), self._key(new)
-        self._emit(old_key, self._value("d", self.full(old), None, lsn, lsn, None, None), [{"key": "__debezium.newkey", "value": new_key}])
+        self._emit(
+            old_key,
+            self._value("d", self.full(old), None, lsn, lsn, None, None),
+            [{"key": "__debezium.newkey", "value": new_key}],
+        )
         self._emit(old_key, None, [{"key": "__debezium.newkey", "value": new_key}])
-        self._emit(new_key, self._value("c", None, self.full(new), lsn, lsn, None, None), [{"key": "__debezium.oldkey", "value": old_key}])
+        self._emit(
+            new_key,
+            self._value("c", None, self.full(new), lsn, lsn, None, None),
+            [{"key": "__debezium.oldkey", "value": old_key}],
+        )
 
     def truncate(self, lsn: int) -> None:
         self._emit(None, self._value("t", None, None, lsn, lsn, None, None))

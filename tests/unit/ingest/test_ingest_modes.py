@@ -14,7 +14,9 @@ from .events import UNAVAILABLE, PgTable
 pytestmark = pytest.mark.spark
 
 
-def test_unchanged_toast_value_keeps_the_stored_value(spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch) -> None:
+def test_unchanged_toast_value_keeps_the_stored_value(
+    spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch
+) -> None:
     big = "B" * 50
     table.create({"id": 1, "name": big, "qty": 1}, lsn=100)
     ingest(table.take())
@@ -29,10 +31,15 @@ def test_unchanged_toast_value_keeps_the_stored_value(spark: SparkSession, prefi
     ingest(table.take())
     assert rows(spark, prefix) == [(1, big, 2), (2, "first", 5), (3, None, 7)]
     assert summary.tables[f"lake.{prefix}.inventory.items"]["applied"] == 1
-    assert spark.sql(f"SELECT count(*) FROM lake.{prefix}.inventory.items WHERE name = '{UNAVAILABLE}'").collect()[0][0] == 0
+    assert (
+        spark.sql(f"SELECT count(*) FROM lake.{prefix}.inventory.items WHERE name = '{UNAVAILABLE}'").collect()[0][0]
+        == 0
+    )
 
 
-def test_update_of_the_partition_column_does_not_duplicate(spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch) -> None:
+def test_update_of_the_partition_column_does_not_duplicate(
+    spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch
+) -> None:
     source = SourceConfig(
         name=prefix,
         topic_prefix=prefix,
@@ -51,7 +58,9 @@ def test_update_of_the_partition_column_does_not_duplicate(spark: SparkSession, 
 
 
 def test_append_mode_keeps_every_event_once(spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch) -> None:
-    source = SourceConfig(name=prefix, topic_prefix=prefix, tables={"inventory.items": LakeOptions(mode=LakeMode.APPEND)})
+    source = SourceConfig(
+        name=prefix, topic_prefix=prefix, tables={"inventory.items": LakeOptions(mode=LakeMode.APPEND)}
+    )
     table.create({"id": 1, "name": "a", "qty": 1}, lsn=100)
     table.update({"id": 1, "name": "b", "qty": 2}, lsn=110)
     table.delete({"id": 1, "name": "b", "qty": 2}, lsn=120)
@@ -66,7 +75,9 @@ def test_append_mode_keeps_every_event_once(spark: SparkSession, prefix: str, ta
     assert [tuple(r) for r in got] == [("c", 1, "a", 0), ("u", 1, "b", 1), ("d", 1, None, 2), ("t", None, None, 4)]
 
 
-def test_new_column_is_added_and_old_rows_read_null(spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch) -> None:
+def test_new_column_is_added_and_old_rows_read_null(
+    spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch
+) -> None:
     table.create({"id": 1, "name": "a", "qty": 1}, lsn=100)
     ingest(table.take())
     table.columns = {**table.columns, "note": "string"}
@@ -79,7 +90,9 @@ def test_new_column_is_added_and_old_rows_read_null(spark: SparkSession, prefix:
     table.update({"id": 2, "name": "b2", "qty": 3}, lsn=300)
     summary = ingest(table.take())
     assert rows(spark, prefix, cols="id, name, qty, note") == [(1, "a", 1, None), (2, "b2", 3, None)]
-    assert summary.tables[f"lake.{prefix}.inventory.items"]["schema_changes"] == ["column_missing_in_source note: STRING -> -"]
+    assert summary.tables[f"lake.{prefix}.inventory.items"]["schema_changes"] == [
+        "column_missing_in_source note: STRING -> -"
+    ]
 
 
 def test_widening_int_to_long_evolves(spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch) -> None:
@@ -113,10 +126,14 @@ def test_incompatible_change_quarantines_only_that_table(spark: SparkSession, pr
     assert summary.as_dict()["reconciliation"]["ok"] is False
 
 
-def test_fail_policy_raises_naming_the_column(spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch) -> None:
+def test_fail_policy_raises_naming_the_column(
+    spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch
+) -> None:
     from cdclake.ingest.schema import SchemaEvolutionError
 
-    source = SourceConfig(name=prefix, topic_prefix=prefix, tables={"inventory.items": LakeOptions(schema_policy=SchemaPolicy.FAIL)})
+    source = SourceConfig(
+        name=prefix, topic_prefix=prefix, tables={"inventory.items": LakeOptions(schema_policy=SchemaPolicy.FAIL)}
+    )
     table.create({"id": 1, "name": "a", "qty": 1}, lsn=100)
     ingest(table.take(), source=source)
     table.columns = {**table.columns, "extra": "string"}
@@ -125,7 +142,9 @@ def test_fail_policy_raises_naming_the_column(spark: SparkSession, prefix: str, 
         ingest(table.take(), source=source)
 
 
-def test_max_records_splits_a_backlog_into_batches(spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch) -> None:
+def test_max_records_splits_a_backlog_into_batches(
+    spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch
+) -> None:
     for i in range(10):
         table.create({"id": i, "name": f"n{i}", "qty": i}, lsn=100 + i)
     first = ingest(table.take(), max_records=4)
@@ -137,7 +156,9 @@ def test_max_records_splits_a_backlog_into_batches(spark: SparkSession, prefix: 
     assert rows(spark, prefix) == [(i, f"n{i}", i) for i in range(10)]
 
 
-def test_scd2_mode_keeps_history_with_valid_from_and_to(spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch) -> None:
+def test_scd2_mode_keeps_history_with_valid_from_and_to(
+    spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch
+) -> None:
     source = SourceConfig(name=prefix, topic_prefix=prefix, tables={"inventory.items": LakeOptions(mode=LakeMode.SCD2)})
     table.create({"id": 1, "name": "a", "qty": 1}, lsn=100)
     table.update({"id": 1, "name": "b", "qty": 2}, lsn=110)

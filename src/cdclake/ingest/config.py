@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from cdclake.connectors.spec import ConnectorSpec, LakeMode, LakeOptions, SchemaPolicy
@@ -19,6 +20,10 @@ class SourceConfig:
         value_schemas: ``value.converter.schemas.enable``.
         tables: lake options per data collection (``schema.table`` / ``db.table``).
         signal_tables: signaling tables (their rows are skipped).
+        transaction_consistent: apply only complete transactions (when the connector provides
+            transaction metadata; see :mod:`cdclake.ingest.transactions`).
+        max_incomplete_age_s: seconds after which a still-incomplete transaction is applied and reported
+            (``CDC_TX_MAX_INCOMPLETE_AGE_S``, default 600).
     """
 
     name: str
@@ -27,6 +32,8 @@ class SourceConfig:
     value_schemas: bool = True
     tables: dict[str, LakeOptions] = field(default_factory=dict)
     signal_tables: frozenset[str] = frozenset()
+    transaction_consistent: bool = True
+    max_incomplete_age_s: float = float(os.environ.get("CDC_TX_MAX_INCOMPLETE_AGE_S", "600"))
 
     @classmethod
     def from_spec(cls, spec: ConnectorSpec) -> SourceConfig:
@@ -37,6 +44,7 @@ class SourceConfig:
             value_schemas=spec.converters.value_schemas_enable,
             tables={t.name: t.lake for t in spec.tables},
             signal_tables=frozenset({spec.signal_table}),
+            transaction_consistent=spec.transaction_metadata,
         )
 
     def lake_options(self, table_id: TableId) -> LakeOptions:

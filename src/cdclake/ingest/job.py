@@ -7,9 +7,11 @@ Exactly-once: see :mod:`cdclake.ingest.state`. Each table's MERGE commit carries
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
@@ -23,6 +25,16 @@ from cdclake.ingest.schema import SchemaEvolutionError
 from cdclake.ingest.sources import RecordSource
 from cdclake.ingest.state import COMMITTED, PLANNED, BatchLedger, BatchRecord
 from cdclake.ingest.tables import TableApplier, TableResult
+from cdclake.ingest.transactions import (
+    TxPlan,
+    TxStatus,
+    audit_rows,
+    before_cuts,
+    cut_offsets,
+    decide,
+    gather,
+    group_by_status,
+)
 from cdclake.lake.catalog import CATALOG_NAME
 
 if TYPE_CHECKING:
@@ -33,6 +45,10 @@ logger = logging.getLogger(__name__)
 DEAD_LETTERS_DDL = """CREATE TABLE IF NOT EXISTS {name} (
   source STRING, batch_id STRING, topic STRING, `partition` INT, `offset` BIGINT,
   key STRING, value STRING, reason STRING, recorded_at TIMESTAMP
+) USING iceberg TBLPROPERTIES ('format-version'='2')"""
+TRANSACTIONS_DDL = """CREATE TABLE IF NOT EXISTS {name} (
+  source STRING, batch_id STRING, tx_id STRING, data_collection STRING, expected BIGINT, applied BIGINT,
+  seen BIGINT, status STRING, end_seen BOOLEAN, recorded_at TIMESTAMP
 ) USING iceberg TBLPROPERTIES ('format-version'='2')"""
 QUARANTINE_DDL = """CREATE TABLE IF NOT EXISTS {name} (
   source STRING, batch_id STRING, `table` STRING, topic STRING, `partition` INT, `offset` BIGINT,
@@ -54,6 +70,9 @@ class BatchSummary:
     dead_lettered: int = 0
     phases: dict[str, float] = field(default_factory=dict)
     redo: bool = False
+    transactions: dict[str, Any] = field(default_factory=dict)
+
+    held_everything: bool = False
 
     @property
     def changed_tables(self) -> list[str]:
@@ -61,6 +80,11 @@ class BatchSummary:
 
     def as_dict(self) -> dict[str, Any]:
         problems = [f"{t}: quarantined: {r['quarantined']}" for t, r in self.tables.items() if r.get("quarantined")]
+        problems += [
+            f"transaction {tx}: {status}"
+            for status in ("mismatched", "expired")
+            for tx in self.transactions.get("ids", {}).get(status, [])
+        ]
         return {
             "source": self.source,
             "batch_id": self.batch_id,
@@ -73,6 +97,7 @@ class BatchSummary:
             "changed_tables": self.changed_tables,
             "dead_lettered": self.dead_lettered,
             "phases_s": {k: round(v, 3) for k, v in self.phases.items()},
+            "transactions": self.transactions,
             "reconciliation": {"ok": not problems, "problems": problems},
         }
 
@@ -125,6 +150,7 @@ def run_batch(
                 pending.next_offsets,
                 True,
             )
+            planned_at = pending.recorded_at or datetime.now()
             logger.warning("source %s: redoing interrupted batch %s", source.name, batch_id)
         else:
             earliest, latest = records.watermarks()
@@ -135,11 +161,9 @@ def run_batch(
             batch_id = ledger.new_batch_id()
             seq = (committed.seq + 1) if committed else 1
             next_offsets = {**(committed.next_offsets if committed else {}), **end_offsets(ranges)}
-            ledger.append(BatchRecord(source.name, batch_id, seq, PLANNED, ranges, next_offsets))
+            planned_at = ledger.append(BatchRecord(source.name, batch_id, seq, PLANNED, ranges, next_offsets))
             redo = False
             checkpoint("planned")
-    import json
-
     summary = BatchSummary(
         source=source.name,
         batch_id=batch_id,
@@ -154,12 +178,38 @@ def run_batch(
         raw = records.read(spark, ranges).persist()
         decoded = decode_records(raw, options=source.decode_options())
         summary.counts = decoded.counts()
+    with timed("transactions"):
+        tx_plan = decide(
+            gather(decoded.tables.values(), decoded.transactions),
+            end_offsets(ranges),
+            now=planned_at,
+            max_incomplete_age=timedelta(seconds=source.max_incomplete_age_s),
+            enabled=source.transaction_consistent,
+        )
+        cuts = tx_plan.cuts
+        next_offsets = cut_offsets(next_offsets, cuts)
+        summary.held_everything = bool(cuts) and all(cuts.get((r.topic, r.partition), r.end) <= r.start for r in ranges)
+        summary.transactions = _tx_summary(tx_plan)
+        if cuts:
+            logger.info(
+                "source %s batch %s: holding %d incomplete transactions; partitions cut at %s",
+                source.name,
+                batch_id,
+                len(tx_plan.held),
+                cuts,
+            )
     batch_props = {"cdc.batch-id": batch_id, "cdc.source": source.name, "cdc.offsets": ranges_to_json(ranges)}
+    frontier = tx_plan.frontier()
+    if frontier is not None:
+        batch_props["cdc.frontier"] = json.dumps(
+            {"batch_id": batch_id, "tx": frontier.key, "position": frontier.position}, separators=(",", ":")
+        )
     try:
         with timed("apply"):
             for table_id, frame in sorted(decoded.tables.items(), key=lambda kv: kv[0].name):
                 info = decoded.table_info[table_id]
                 applier = TableApplier(spark, info, source.lake_options(table_id), batch_props)
+                frame = before_cuts(frame, cuts)
                 try:
                     result = applier.apply(frame, batch_id)
                 except SchemaEvolutionError as exc:
@@ -174,7 +224,9 @@ def run_batch(
                 checkpoint(f"table:{len(summary.tables)}")
                 logger.info("source %s batch %s table %s: %s", source.name, batch_id, result.table, result.as_dict())
         with timed("dead-letters"):
-            summary.dead_lettered = _dead_letters(spark, source, batch_id, decoded.dead_letters)
+            dead = before_cuts(decoded.dead_letters, cuts, "topic", "partition", "offset")
+            summary.dead_lettered = _dead_letters(spark, source, batch_id, dead)
+            _transactions_audit(spark, tx_plan, source, batch_id)
         checkpoint("before-commit")
         with timed("commit"):
             ledger.append(BatchRecord(source.name, batch_id, seq, COMMITTED, ranges, next_offsets), summary.as_dict())
@@ -182,6 +234,48 @@ def run_batch(
     finally:
         raw.unpersist()
     return summary
+
+
+def _tx_summary(plan: TxPlan) -> dict[str, Any]:
+    frontier = plan.frontier()
+    grouped = group_by_status(plan)
+    return {
+        "mode": "consistent" if plan.enabled else "off",
+        "counts": plan.counts(),
+        "ids": {k: sorted(v)[:50] for k, v in grouped.items() if k != "complete"},
+        "cuts": {f"{t}/{p}": off for (t, p), off in sorted(plan.cuts.items())},
+        "frontier": None if frontier is None else {"tx": frontier.key, "position": frontier.position},
+    }
+
+
+def _transactions_audit(spark: SparkSession, plan: TxPlan, source: SourceConfig, batch_id: str) -> None:
+    rows = audit_rows(plan, source.name, batch_id)
+    if not rows:
+        return
+    table = _audit_ddl(spark, "transactions", TRANSACTIONS_DDL)
+    if _already(spark, table, batch_id):
+        return
+    frame = spark.createDataFrame(rows, spark.table(table).drop("recorded_at").schema).withColumn(
+        "recorded_at", F.current_timestamp()
+    )
+    frame.writeTo(table).option("snapshot-property.cdc.batch-id", batch_id).append()
+    for tx in plan.transactions.values():
+        if tx.status is TxStatus.MISMATCHED:
+            logger.error(
+                "source %s transaction %s: END counts %s, decoded %s (MISMATCH)",
+                source.name,
+                tx.key,
+                tx.expected,
+                tx.observed,
+            )
+        elif tx.status is TxStatus.EXPIRED:
+            logger.error(
+                "source %s transaction %s: incomplete for more than %ss, applied as is (END seen: %s)",
+                source.name,
+                tx.key,
+                source.max_incomplete_age_s,
+                tx.end_seen,
+            )
 
 
 def _audit_ddl(spark: SparkSession, name: str, ddl: str) -> str:

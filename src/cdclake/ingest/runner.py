@@ -71,9 +71,12 @@ def replay_files(
         records = ReplayRecordSource(spark, files, source_topic_patterns(source.topic_prefix))
         logger.info("replay: inferred %s", json.dumps(inferred))
     summary = BatchSummary(source=source.name, batch_id=None, status="no-new-records")
-    # a replay applies everything in the files: run batches until the ledger has caught up
+    # a replay applies everything in the files: run batches until the ledger has caught up, or until
+    # a batch makes no progress (everything left belongs to transactions still incomplete in the files)
     while True:
         result = run_batch(spark, source, records, max_records=max_records)
         if result.batch_id is None:
             return summary if summary.batch_id else result
         summary = result
+        if result.held_everything:
+            return summary

@@ -47,6 +47,7 @@ class BatchRecord:
     status: str
     ranges: list[OffsetRange]
     next_offsets: dict[TopicPartition, int]
+    recorded_at: datetime | None = None
 
 
 def _offsets_to_json(offsets: dict[TopicPartition, int]) -> str:
@@ -94,6 +95,7 @@ class BatchLedger:
                 status=row["status"],
                 ranges=ranges_from_json(row["ranges"]) if row["ranges"] else [],
                 next_offsets=_offsets_from_json(row["next_offsets"]),
+                recorded_at=row["recorded_at"],
             )
             for row in rows
         ]
@@ -114,8 +116,11 @@ class BatchLedger:
         self,
         rec: BatchRecord,
         summary: dict[str, Any] | None = None,
-    ) -> None:
+    ) -> datetime:
+        """Append a row; returns its ``recorded_at`` (naive local time, as PySpark returns timestamps)."""
         from pyspark.sql import Row
+
+        recorded_at = rec.recorded_at or datetime.now().replace(microsecond=0)
 
         row = Row(
             source=rec.source,
@@ -124,8 +129,9 @@ class BatchLedger:
             status=rec.status,
             ranges=ranges_to_json(rec.ranges),
             next_offsets=_offsets_to_json(rec.next_offsets),
-            recorded_at=datetime.now(UTC).replace(tzinfo=None),
+            recorded_at=recorded_at,
             summary=json.dumps(summary, sort_keys=True, default=str) if summary is not None else None,
         )
         frame = self.spark.createDataFrame([row], self.spark.table(self.name).schema)
         frame.writeTo(self.name).option("snapshot-property.cdc.batch-id", rec.batch_id).append()
+        return recorded_at

@@ -209,6 +209,8 @@ class TableApplier:
             stats = self._stats(frame)
             result.events = stats.events
             result.watermark = stats.watermark
+            if not stats.events:  # everything held back (transaction-consistent mode) or nothing decoded
+                return result
             if self.batch_already_applied(batch_id):
                 result.already_applied = True
                 return result

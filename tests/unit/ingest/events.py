@@ -4,6 +4,7 @@ tests/fixtures/captures, for driving the ingestion job through the real decoder.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,8 @@ TX_SCHEMA = {
 }
 TYPES = {"int64": {"type": "int64"}, "int32": {"type": "int32"}, "string": {"type": "string"}}
 UNAVAILABLE = "__debezium_unavailable_value"
+#: Kafka timestamps are "now": transaction age limits measure from them
+KAFKA_TS0 = int(time.time() * 1000)
 
 
 @dataclass
@@ -111,7 +114,7 @@ class PgTable:
             "before": before,
             "after": after,
             "source": source,
-            "transaction": None if tx is None else {"id": f"{tx}:{lsn}", "total_order": 1, "data_collection_order": 1},
+            "transaction": None if tx is None else tx.block(f"{self.schema}.{self.table}", lsn),
             "op": op,
             "ts_ms": 1_700_000_000_000 + lsn,
         }
@@ -122,7 +125,7 @@ class PgTable:
             "topic": self.topic,
             "partition": self.partition,
             "offset": self.offset,
-            "timestamp": 1_700_000_000_000 + self.offset,
+            "timestamp": KAFKA_TS0 + self.offset,
             "key": key,
             "value": value,
             "headers": headers or [],
@@ -134,8 +137,13 @@ class PgTable:
     def full(self, row: dict[str, Any]) -> dict[str, Any]:
         return {c: row.get(c) for c in self.columns}
 
+    tx: Transaction | None = None
+
     def create(self, row: dict[str, Any], lsn: int, commit: int | None = None) -> None:
-        self._emit(self._key(row), self._value("c", None, self.full(row), lsn, commit or lsn, None, None))
+        self._emit(self._key(row), self._value("c", None, self.full(row), lsn, commit or lsn, None, self._tx()))
+
+    def _tx(self) -> Transaction | None:
+        return self.tx
 
     def read(self, row: dict[str, Any], lsn: int, snapshot: str = "true") -> None:
         self._emit(self._key(row), self._value("r", None, self.full(row), lsn, None, snapshot, None))
@@ -143,7 +151,7 @@ class PgTable:
     def update(
         self, row: dict[str, Any], lsn: int, before: dict[str, Any] | None = None, commit: int | None = None
     ) -> None:
-        self._emit(self._key(row), self._value("u", before, self.full(row), lsn, commit or lsn, None, None))
+        self._emit(self._key(row), self._value("u", before, self.full(row), lsn, commit or lsn, None, self._tx()))
 
     def delete(self, row: dict[str, Any], lsn: int, tombstone: bool = True, commit: int | None = None) -> None:
         key = self._key(row)
@@ -182,5 +190,114 @@ class PgTable:
 
     def take(self) -> list[dict[str, Any]]:
         """The records produced since the last take (one batch's worth)."""
+        out, self.records = self.records, []
+        return out
+
+
+@dataclass
+class Transaction:
+    """A PostgreSQL transaction: BEGIN/END records on ``<prefix>.transaction`` and the blocks of its events.
+
+    Use: ``tx = Transaction(log, 900)``; ``tx.begin(lsn)``; set ``table.tx = tx`` while emitting its
+    events; ``tx.end(lsn)`` writes END with the per-collection counts of the events emitted.
+    """
+
+    log: TxLog
+    txid: int
+    total: int = 0
+    per_collection: dict[str, int] = field(default_factory=dict)
+
+    def block(self, collection: str, lsn: int) -> dict[str, Any]:
+        self.total += 1
+        self.per_collection[collection] = self.per_collection.get(collection, 0) + 1
+        return {
+            "id": f"{self.txid}:{lsn}",
+            "total_order": self.total,
+            "data_collection_order": self.per_collection[collection],
+        }
+
+    def begin(self, lsn: int) -> None:
+        self.log.emit(
+            {
+                "status": "BEGIN",
+                "id": f"{self.txid}:{lsn}",
+                "event_count": None,
+                "data_collections": None,
+                "ts_ms": 1_700_000_000_000 + lsn,
+            }
+        )
+
+    def end(self, lsn: int, counts: dict[str, int] | None = None) -> None:
+        counts = counts if counts is not None else self.per_collection
+        self.log.emit(
+            {
+                "status": "END",
+                "id": f"{self.txid}:{lsn}",
+                "event_count": sum(counts.values()),
+                "data_collections": [{"data_collection": k, "event_count": v} for k, v in sorted(counts.items())],
+                "ts_ms": 1_700_000_000_000 + lsn,
+            }
+        )
+
+
+@dataclass
+class TxLog:
+    """The ``<prefix>.transaction`` topic (schemas on, like the real JsonConverter output)."""
+
+    prefix: str
+    offset: int = 0
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    def emit(self, payload: dict[str, Any]) -> None:
+        schema = {
+            "type": "struct",
+            "optional": False,
+            "name": "io.debezium.connector.common.TransactionMetadataValue",
+            "fields": [
+                {"type": "string", "optional": False, "field": "status"},
+                {"type": "string", "optional": False, "field": "id"},
+                {"type": "int64", "optional": True, "field": "event_count"},
+                {
+                    "type": "array",
+                    "optional": True,
+                    "field": "data_collections",
+                    "items": {
+                        "type": "struct",
+                        "optional": False,
+                        "name": "event.collection",
+                        "fields": [
+                            {"type": "string", "optional": False, "field": "data_collection"},
+                            {"type": "int64", "optional": False, "field": "event_count"},
+                        ],
+                    },
+                },
+                {"type": "int64", "optional": False, "field": "ts_ms"},
+            ],
+        }
+        key = json.dumps(
+            {
+                "schema": {
+                    "type": "struct",
+                    "optional": False,
+                    "name": "io.debezium.connector.common.TransactionMetadataKey",
+                    "fields": [{"type": "string", "optional": False, "field": "id"}],
+                },
+                "payload": {"id": payload["id"]},
+            }
+        )
+        self.records.append(
+            {
+                "topic": f"{self.prefix}.transaction",
+                "partition": 0,
+                "offset": self.offset,
+                "timestamp": KAFKA_TS0 + self.offset,
+                "key": key,
+                "value": json.dumps({"schema": schema, "payload": payload}),
+                "headers": [],
+            }
+        )
+        self.offset += 1
+
+    def take(self) -> list[dict[str, Any]]:
         out, self.records = self.records, []
         return out

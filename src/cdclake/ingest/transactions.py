@@ -1,0 +1,292 @@
+"""Transaction-consistent batches from Debezium's transaction metadata (``<topic.prefix>.transaction``).
+
+A transaction is **complete** in a batch when its END event is in the batch and, for every data
+collection the END lists, the batch holds exactly that many distinct data events (distinct by the
+event's ``transaction.total_order``, so a redelivered event does not count twice). A batch applies
+only complete transactions: every topic-partition is cut at the first record (data event, BEGIN or
+END) of a transaction that is not complete, repeatedly until no complete transaction straddles a
+cut, and nothing at or after a cut is applied or committed; the next batch starts at the cuts.
+
+A transaction that stays incomplete longer than ``max_incomplete_age`` (measured from its first
+record's Kafka timestamp to the batch's planning time, so a redo decides the same way) is applied as
+it is and reported as ``expired`` instead of stalling the source forever. An END whose count is
+exceeded, or that is still short when the transaction expires, is ``mismatched``.
+
+Transaction ids: PostgreSQL (and Informix) put ``<txId>:<LSN>`` in events, with a different LSN in
+BEGIN, END and each change: they are grouped by the part before ``:``. MySQL/MariaDB ids (GTID or
+``file=…,pos=…``) are used whole.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from cdclake.ingest.plan import TopicPartition
+
+SPLIT_ID_CONNECTORS = ("postgresql", "informix")
+_SPLIT_ID = re.compile(r"\d+:\d+")
+
+
+class TxStatus(StrEnum):
+    COMPLETE = "complete"
+    HELD = "held"
+    EXPIRED = "expired"
+    MISMATCHED = "mismatched"
+
+
+def tx_key(connector: Column, tx_id: Column) -> Column:
+    """The transaction part of an id (see module docstring)."""
+    return F.when(F.lower(connector).isin(*SPLIT_ID_CONNECTORS), F.split(tx_id, ":").getItem(0)).otherwise(tx_id)
+
+
+def tx_key_py(connector: str | None, tx_id: str) -> str:
+    """Python twin of :func:`tx_key`."""
+    return tx_id.split(":", 1)[0] if (connector or "").lower() in SPLIT_ID_CONNECTORS else tx_id
+
+
+def collection_name(name: str) -> str:
+    """Normalise a data collection to ``<schema-or-db>.<table>`` (its last two parts)."""
+    return ".".join(name.split(".")[-2:])
+
+
+@dataclass
+class TxInfo:
+    """Everything the batch knows about one transaction."""
+
+    key: str
+    ids: set[str] = field(default_factory=set)
+    end_seen: bool = False
+    expected_total: int | None = None
+    expected: dict[str, int] = field(default_factory=dict)
+    observed: dict[str, int] = field(default_factory=dict)
+    first_offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    last_offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    first_ts: datetime | None = None
+    position: list[int] | None = None
+    status: TxStatus = TxStatus.HELD
+
+    def add_offset(self, tp: TopicPartition, first: int, last: int | None = None) -> None:
+        self.first_offsets[tp] = min(first, self.first_offsets.get(tp, first))
+        last = first if last is None else last
+        self.last_offsets[tp] = max(last, self.last_offsets.get(tp, last))
+
+    def add_ts(self, ts: datetime | None) -> None:
+        if ts is not None and (self.first_ts is None or ts < self.first_ts):
+            self.first_ts = ts
+
+
+@dataclass
+class TxPlan:
+    """The decision for one batch."""
+
+    transactions: dict[str, TxInfo]
+    cuts: dict[TopicPartition, int]
+    enabled: bool
+
+    def frontier(self) -> TxInfo | None:
+        """The applied transaction with the greatest position (the consistent cut readers can use)."""
+        applied = [t for t in self.transactions.values() if t.status is not TxStatus.HELD and t.position]
+        return max(applied, key=lambda t: t.position or [], default=None)
+
+    @property
+    def held(self) -> list[TxInfo]:
+        return [t for t in self.transactions.values() if t.status is TxStatus.HELD]
+
+    def counts(self) -> dict[str, int]:
+        out = {s.value: 0 for s in TxStatus}
+        for tx in self.transactions.values():
+            out[tx.status.value] += 1
+        return out
+
+
+def gather(data: Iterable[DataFrame], transactions: DataFrame) -> dict[str, TxInfo]:
+    """Collect per-transaction facts (small Spark aggregations, collected to the driver)."""
+    infos: dict[str, TxInfo] = {}
+
+    def info(key: str) -> TxInfo:
+        return infos.setdefault(key, TxInfo(key=key))
+
+    frames = [
+        d.where(F.col("_cdc_tx_id").isNotNull()).select(
+            tx_key(F.col("_cdc_connector"), F.col("_cdc_tx_id")).alias("tx"),
+            F.col("_cdc_tx_id").alias("id"),
+            F.col("_cdc_tx_total_order").alias("total_order"),
+            F.concat_ws(".", F.coalesce(F.col("_cdc_schema"), F.col("_cdc_db")), F.col("_cdc_table")).alias("dc"),
+            F.col("_cdc_topic").alias("topic"),
+            F.col("_cdc_partition").alias("partition"),
+            F.col("_cdc_offset").alias("offset"),
+            F.col("_cdc_kafka_ts").alias("ts"),
+            F.col("_cdc_position").alias("position"),
+        )
+        for d in data
+    ]
+    if frames:
+        events = frames[0]
+        for other in frames[1:]:
+            events = events.unionByName(other)
+        counted = events.groupBy("tx", "dc").agg(
+            F.count_distinct("total_order").alias("n"), F.max("position").alias("position")
+        )
+        for row in counted.collect():
+            tx = info(row["tx"])
+            tx.observed[collection_name(row["dc"])] = int(row["n"])
+            position = [int(x) for x in row["position"]]
+            tx.position = position if tx.position is None else max(tx.position, position)
+        per_tp = events.groupBy("tx", "topic", "partition").agg(
+            F.min("offset").alias("first"),
+            F.max("offset").alias("last"),
+            F.min("ts").alias("ts"),
+            F.first("id").alias("id"),
+        )
+        for row in per_tp.collect():
+            tx = info(row["tx"])
+            tx.add_offset((row["topic"], int(row["partition"])), int(row["first"]), int(row["last"]))
+            tx.add_ts(row["ts"])
+            tx.ids.add(row["id"])
+    meta = transactions.select(
+        "topic",
+        "partition",
+        "offset",
+        "kafka_ts",
+        "status",
+        "id",
+        "event_count",
+        "data_collections",
+        F.regexp_replace("topic", r"\.transaction$", "").alias("server"),
+    ).collect()
+    for row in meta:
+        # BEGIN/END carry no connector: "<digits>:<digits>" is the PostgreSQL/Informix style
+        # (a MySQL GTID "<uuid>:<n>" is used whole, like in its data events)
+        key = row["id"].split(":", 1)[0] if _SPLIT_ID.fullmatch(row["id"]) else row["id"]
+        tx = info(key)
+        tx.ids.add(row["id"])
+        tx.add_offset((row["topic"], int(row["partition"])), int(row["offset"]))
+        tx.add_ts(row["kafka_ts"])
+        if row["status"] == "END":
+            tx.end_seen = True
+            tx.expected_total = None if row["event_count"] is None else int(row["event_count"])
+            for dc in row["data_collections"] or []:
+                tx.expected[collection_name(dc["data_collection"])] = int(dc["event_count"])
+    return infos
+
+
+def decide(
+    infos: Mapping[str, TxInfo],
+    ranges_end: Mapping[TopicPartition, int],
+    *,
+    now: datetime,
+    max_incomplete_age: timedelta,
+    enabled: bool = True,
+) -> TxPlan:
+    """Statuses and partition cuts (pure).
+
+    Args:
+        infos: from :func:`gather`.
+        ranges_end: end offset of every partition read in the batch.
+        now: the batch's planning time.
+        max_incomplete_age: age after which an incomplete transaction is applied and reported.
+        enabled: transaction-consistent mode; when False everything is applied as is.
+    """
+    for tx in infos.values():
+        observed_total = sum(tx.observed.values())
+        if (
+            tx.end_seen
+            and tx.expected
+            and all(tx.observed.get(dc, 0) == n for dc, n in tx.expected.items())
+            and (tx.expected_total is None or observed_total == tx.expected_total)
+        ):
+            tx.status = TxStatus.COMPLETE
+        elif tx.end_seen and (
+            any(tx.observed.get(dc, 0) > n for dc, n in tx.expected.items())
+            or (tx.expected_total is not None and observed_total > tx.expected_total)
+        ):
+            tx.status = TxStatus.MISMATCHED
+        elif not enabled:
+            tx.status = TxStatus.COMPLETE if tx.end_seen else TxStatus.EXPIRED
+        elif tx.first_ts is not None and now - tx.first_ts > max_incomplete_age:
+            tx.status = TxStatus.MISMATCHED if tx.end_seen else TxStatus.EXPIRED
+        else:
+            tx.status = TxStatus.HELD
+    cuts: dict[TopicPartition, int] = {}
+    if not enabled:
+        return TxPlan(dict(infos), cuts, enabled)
+    changed = True
+    while changed:
+        changed = False
+        for tx in infos.values():
+            if tx.status is TxStatus.HELD:
+                for tp, first in tx.first_offsets.items():
+                    if first < cuts.get(tp, ranges_end.get(tp, first + 1)):
+                        cuts[tp] = first
+                        changed = True
+        for tx in infos.values():
+            if tx.status is not TxStatus.HELD and any(
+                tp in cuts and last >= cuts[tp] for tp, last in tx.last_offsets.items()
+            ):
+                tx.status = TxStatus.HELD
+                changed = True
+    return TxPlan(dict(infos), cuts, enabled)
+
+
+def before_cuts(
+    frame: DataFrame,
+    cuts: Mapping[TopicPartition, int],
+    topic: str = "_cdc_topic",
+    partition: str = "_cdc_partition",
+    offset: str = "_cdc_offset",
+) -> DataFrame:
+    """Rows strictly before their partition's cut (all rows of partitions without a cut)."""
+    if not cuts:
+        return frame
+    held: Column = F.lit(False)
+    for (t, p), cut in cuts.items():
+        held = held | ((F.col(topic) == t) & (F.col(partition) == p) & (F.col(offset) >= cut))
+    return frame.where(~held)
+
+
+def audit_rows(plan: TxPlan, source: str, batch_id: str) -> list[dict[str, Any]]:
+    """Rows for ``cdc_audit.transactions``: one per transaction and data collection."""
+    out = []
+    for tx in sorted(plan.transactions.values(), key=lambda t: t.key):
+        collections = sorted(set(tx.expected) | set(tx.observed)) or [""]
+        for dc in collections:
+            out.append(
+                {
+                    "source": source,
+                    "batch_id": batch_id,
+                    "tx_id": tx.key,
+                    "data_collection": dc,
+                    "expected": tx.expected.get(dc) if tx.end_seen else None,
+                    "applied": 0 if tx.status is TxStatus.HELD else tx.observed.get(dc, 0),
+                    "seen": tx.observed.get(dc, 0),
+                    "status": tx.status.value,
+                    "end_seen": tx.end_seen,
+                }
+            )
+    return out
+
+
+def cut_offsets(
+    next_offsets: Mapping[TopicPartition, int], cuts: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    """Next offsets after applying ``cuts``."""
+    out = dict(next_offsets)
+    for tp, cut in cuts.items():
+        out[tp] = min(out.get(tp, cut), cut)
+    return out
+
+
+def group_by_status(plan: TxPlan) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = defaultdict(list)
+    for tx in plan.transactions.values():
+        grouped[tx.status.value].append(tx.key)
+    return dict(grouped)

@@ -1,0 +1,178 @@
+"""Transaction-consistent batches: only complete transactions are applied; the rest is held, audited."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from cdclake.ingest.config import SourceConfig
+from cdclake.ingest.plan import OffsetRange, end_offsets
+from cdclake.ingest.runner import replay_files
+from cdclake.ingest.transactions import TxInfo, TxStatus, decide, tx_key_py
+
+from .conftest import RunBatch, rows
+from .events import PgTable, Transaction, TxLog
+
+pytestmark = pytest.mark.spark
+
+
+def _audit(spark: SparkSession, prefix: str) -> list[tuple]:
+    return [
+        tuple(r)
+        for r in spark.sql(
+            "SELECT batch_id, tx_id, data_collection, expected, applied, status FROM lake.cdc_audit.transactions "
+            f"WHERE source = '{prefix}' ORDER BY batch_id, tx_id, data_collection"
+        ).collect()
+    ]
+
+
+def test_transaction_cut_by_the_range_is_held_then_applied_whole(
+    spark: SparkSession, prefix: str, ingest: RunBatch
+) -> None:
+    items, other, log = PgTable(prefix, "items"), PgTable(prefix, "other", partition=1), TxLog(prefix)
+    t1 = Transaction(log, 901)
+    t1.begin(100)
+    items.tx = t1
+    items.create({"id": 1, "name": "a", "qty": 1}, lsn=101)
+    t1.end(102)
+    t2 = Transaction(log, 902)
+    t2.begin(200)
+    items.tx = other.tx = t2
+    items.create({"id": 2, "name": "b", "qty": 2}, lsn=201)
+    other.create({"id": 10, "name": "x", "qty": 1}, lsn=202)
+    items.update({"id": 1, "name": "a2", "qty": 3}, lsn=203)
+    # the log ends here: T2's END (and nothing else) has not arrived yet
+    first = ingest(items.take(), other.take(), log.take())
+    assert rows(spark, prefix) == [(1, "a", 1)]  # T1 only; none of T2 (neither id 2 nor the update of id 1)
+    assert not spark.catalog.tableExists(f"lake.{prefix}.inventory.other")
+    assert first.transactions["counts"]["complete"] == 1 and first.transactions["counts"]["held"] == 1
+    assert first.transactions["ids"]["held"] == ["902"]
+    ledger = spark.sql(
+        f"SELECT next_offsets FROM lake.cdc_audit.batches WHERE source = '{prefix}' AND status = 'committed'"
+    ).collect()
+    # offsets stop at T2's first record in each partition: items 1, other 0, transaction topic 2 (its BEGIN)
+    assert json.loads(ledger[0][0]) == {
+        f"{prefix}.inventory.items": {"0": 1},
+        f"{prefix}.inventory.other": {"1": 0},
+        f"{prefix}.transaction": {"0": 2},
+    }
+    t2.end(204)
+    second = ingest(log.take())
+    assert rows(spark, prefix) == [(1, "a2", 3), (2, "b", 2)]
+    assert rows(spark, prefix, table="other") == [(10, "x", 1)]
+    assert second.transactions["counts"]["complete"] == 1 and second.transactions["counts"]["held"] == 0
+    audit = _audit(spark, prefix)
+    assert [a[1:] for a in audit if a[0] == first.batch_id] == [
+        ("901", "inventory.items", 1, 1, "complete"),
+        ("902", "inventory.items", None, 0, "held"),
+        ("902", "inventory.other", None, 0, "held"),
+    ]
+    assert [a[1:] for a in audit if a[0] == second.batch_id] == [
+        ("902", "inventory.items", 2, 2, "complete"),
+        ("902", "inventory.other", 1, 1, "complete"),
+    ]
+    frontier = json.loads(
+        spark.sql(
+            f"SELECT summary['cdc.frontier'] FROM lake.{prefix}.inventory.other.snapshots ORDER BY committed_at DESC LIMIT 1"
+        ).collect()[0][0]
+    )
+    assert frontier["tx"] == "902" and frontier["position"][0] == 203
+
+
+def test_duplicates_do_not_inflate_counts(spark: SparkSession, prefix: str, ingest: RunBatch) -> None:
+    items, log = PgTable(prefix, "items"), TxLog(prefix)
+    tx = Transaction(log, 950)
+    tx.begin(100)
+    items.tx = tx
+    items.create({"id": 1, "name": "a", "qty": 1}, lsn=101)
+    dup = dict(items.records[-1], offset=items.offset)  # redelivered: same event, next offset
+    items.records.append(dup)
+    items.offset += 1
+    tx.end(102)
+    summary = ingest(items.take(), log.take())
+    assert summary.transactions["counts"]["complete"] == 1
+    assert rows(spark, prefix) == [(1, "a", 1)]
+    assert _audit(spark, prefix)[0][1:] == ("950", "inventory.items", 1, 1, "complete")
+
+
+def test_missing_event_is_reported_as_a_mismatch_after_the_age_limit(
+    spark: SparkSession, prefix: str, ingest: RunBatch
+) -> None:
+    items, log = PgTable(prefix, "items"), TxLog(prefix)
+    tx = Transaction(log, 960)
+    tx.begin(100)
+    items.tx = tx
+    items.create({"id": 1, "name": "a", "qty": 1}, lsn=101)
+    tx.end(102, counts={"inventory.items": 2})  # END promises 2 events; one never arrives
+    source = SourceConfig(name=prefix, topic_prefix=prefix, max_incomplete_age_s=0)
+    summary = ingest(items.take(), log.take(), source=source)
+    assert summary.transactions["counts"]["mismatched"] == 1
+    assert summary.as_dict()["reconciliation"] == {"ok": False, "problems": ["transaction 960: mismatched"]}
+    assert _audit(spark, prefix)[0][1:] == ("960", "inventory.items", 2, 1, "mismatched")
+    assert rows(spark, prefix) == [(1, "a", 1)]  # applied as it is, and reported
+
+
+def test_replay_of_a_capture_cut_mid_transaction(spark: SparkSession, prefix: str, tmp_path: Path) -> None:
+    items, other, log = PgTable(prefix, "items"), PgTable(prefix, "other"), TxLog(prefix)
+    tx = Transaction(log, 970)
+    tx.begin(100)
+    items.tx = other.tx = tx
+    items.create({"id": 1, "name": "a", "qty": 1}, lsn=101)
+    other.create({"id": 5, "name": "o", "qty": 1}, lsn=102)
+    part1 = items.take() + other.take() + log.take()
+    other.create({"id": 6, "name": "p", "qty": 2}, lsn=103)
+    tx.end(104)
+    part2 = other.take() + log.take()
+    (tmp_path / "part1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in part1))
+    (tmp_path / "part2.jsonl").write_text("".join(json.dumps(r) + "\n" for r in part2))
+    held = replay_files(spark, [tmp_path / "part1.jsonl"])
+    assert held.transactions["ids"]["held"] == ["970"]
+    assert not spark.catalog.tableExists(f"lake.{prefix}.inventory.items")
+    done = replay_files(spark, [tmp_path / "part1.jsonl", tmp_path / "part2.jsonl"])
+    assert done.transactions["counts"]["complete"] == 1
+    assert rows(spark, prefix) == [(1, "a", 1)]
+    assert rows(spark, prefix, table="other") == [(5, "o", 1), (6, "p", 2)]
+    complete = [a for a in _audit(spark, prefix) if a[5] == "complete"]
+    assert complete and all(a[3] == a[4] for a in complete)
+
+
+def test_decide_is_pure_and_never_splits_a_complete_transaction() -> None:
+    tp = ("p.s.t", 0)
+    now = datetime(2026, 1, 1)
+    held = TxInfo(key="1", first_offsets={tp: 5}, last_offsets={tp: 5}, first_ts=now)
+    straddling = TxInfo(
+        key="2",
+        end_seen=True,
+        expected={"s.t": 2},
+        observed={"s.t": 2},
+        first_offsets={tp: 3},
+        last_offsets={tp: 9},
+        first_ts=now,
+    )
+    before = TxInfo(
+        key="3",
+        end_seen=True,
+        expected={"s.t": 1},
+        observed={"s.t": 1},
+        first_offsets={tp: 1},
+        last_offsets={tp: 1},
+        first_ts=now,
+    )
+    plan = decide(
+        {"1": held, "2": straddling, "3": before},
+        end_offsets([OffsetRange("p.s.t", 0, 0, 10)]),
+        now=now,
+        max_incomplete_age=timedelta(minutes=10),
+    )
+    assert plan.cuts == {tp: 3}
+    assert {t.key: t.status for t in plan.transactions.values()} == {
+        "1": TxStatus.HELD,
+        "2": TxStatus.HELD,
+        "3": TxStatus.COMPLETE,
+    }
+    assert tx_key_py("postgresql", "920:27366088") == "920"
+    assert tx_key_py("mariadb", "0-184054-374") == "0-184054-374"

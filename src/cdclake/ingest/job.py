@@ -22,6 +22,8 @@ from cdclake.ingest.faults import checkpoint
 from cdclake.ingest.naming import AUDIT_NAMESPACE, audit_table
 from cdclake.ingest.plan import end_offsets, plan_ranges, ranges_to_json
 from cdclake.ingest.schema import SchemaEvolutionError
+from cdclake.ingest.schema_audit import audit_rows as schema_audit_rows
+from cdclake.ingest.schema_audit import table_ddls, unexplained
 from cdclake.ingest.sources import RecordSource
 from cdclake.ingest.state import COMMITTED, PLANNED, BatchLedger, BatchRecord
 from cdclake.ingest.tables import TableApplier, TableResult
@@ -50,6 +52,10 @@ TRANSACTIONS_DDL = """CREATE TABLE IF NOT EXISTS {name} (
   source STRING, batch_id STRING, tx_id STRING, data_collection STRING, expected BIGINT, applied BIGINT,
   seen BIGINT, status STRING, end_seen BOOLEAN, recorded_at TIMESTAMP
 ) USING iceberg TBLPROPERTIES ('format-version'='2')"""
+SCHEMA_CHANGES_DDL = """CREATE TABLE IF NOT EXISTS {name} (
+  source STRING, batch_id STRING, `table` STRING, kind STRING, detail STRING, ddl STRING, position STRING,
+  recorded_at TIMESTAMP
+) USING iceberg TBLPROPERTIES ('format-version'='2')"""
 QUARANTINE_DDL = """CREATE TABLE IF NOT EXISTS {name} (
   source STRING, batch_id STRING, `table` STRING, topic STRING, `partition` INT, `offset` BIGINT,
   key STRING, value STRING, reason STRING, recorded_at TIMESTAMP
@@ -73,6 +79,7 @@ class BatchSummary:
     transactions: dict[str, Any] = field(default_factory=dict)
 
     held_everything: bool = False
+    schema_problems: list[str] = field(default_factory=list)
 
     @property
     def changed_tables(self) -> list[str]:
@@ -80,6 +87,7 @@ class BatchSummary:
 
     def as_dict(self) -> dict[str, Any]:
         problems = [f"{t}: quarantined: {r['quarantined']}" for t, r in self.tables.items() if r.get("quarantined")]
+        problems += list(self.schema_problems)
         problems += [
             f"transaction {tx}: {status}"
             for status in ("mismatched", "expired")
@@ -227,6 +235,14 @@ def run_batch(
             dead = before_cuts(decoded.dead_letters, cuts, "topic", "partition", "offset")
             summary.dead_lettered = _dead_letters(spark, source, batch_id, dead)
             _transactions_audit(spark, tx_plan, source, batch_id)
+        with timed("schema-audit"):
+            ddls = table_ddls(decoded.schema_changes)
+            data_columns = {
+                f"{tid.namespace}.{tid.table}": [f.name for f in decoded.table_info[tid].schema.fields]
+                for tid in decoded.tables
+            }
+            summary.schema_problems = unexplained(ddls, data_columns)
+            _schema_audit(spark, schema_audit_rows(source.name, batch_id, ddls, summary.tables), batch_id)
         checkpoint("before-commit")
         with timed("commit"):
             ledger.append(BatchRecord(source.name, batch_id, seq, COMMITTED, ranges, next_offsets), summary.as_dict())
@@ -276,6 +292,18 @@ def _transactions_audit(spark: SparkSession, plan: TxPlan, source: SourceConfig,
                 source.max_incomplete_age_s,
                 tx.end_seen,
             )
+
+
+def _schema_audit(spark: SparkSession, rows: list[dict[str, Any]], batch_id: str) -> None:
+    if not rows:
+        return
+    table = _audit_ddl(spark, "schema_changes", SCHEMA_CHANGES_DDL)
+    if _already(spark, table, batch_id):
+        return
+    frame = spark.createDataFrame(rows, spark.table(table).drop("recorded_at").schema).withColumn(
+        "recorded_at", F.current_timestamp()
+    )
+    frame.writeTo(table).option("snapshot-property.cdc.batch-id", batch_id).append()
 
 
 def _audit_ddl(spark: SparkSession, name: str, ddl: str) -> str:

@@ -1,0 +1,203 @@
+"""Ingestion figures (prints them; asserts nothing).
+
+1. End to end: a Kafka backlog of ``--events`` Debezium PostgreSQL envelopes (schemas on; keys drawn
+   from ``--distinct`` of the events, i.e. 25% by default; a mix of c/u/d) is produced to the local
+   stack's broker, then one ingestion batch reads it with the Spark Kafka source, decodes it and
+   MERGEs it into a fresh lake. Reports events/s and the time per phase.
+2. MERGE growth: the same ``--merge-batch`` events applied to upsert tables that already hold
+   ``--small`` and ``--large`` rows (written directly with Spark); reports the apply time of each.
+3. Peak RSS of the whole process tree (Python driver + JVM), sampled every 0.5 s.
+
+Usage: ``.venv/bin/python benchmarks/bench_ingest.py [--events 1000000] [--merge-batch 100000]
+[--small 100000] [--large 10000000] [--skip-e2e] [--skip-merge]`` (local stack up for the e2e part).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit" / "ingest"))
+
+from events import PgTable  # noqa: E402
+
+
+def _tree_rss(pid: int) -> int:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        todo += children.get(p, [])
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+
+class PeakRss:
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, _tree_rss(os.getpid()))
+            time.sleep(0.5)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def workload(prefix: str, events: int, distinct: int, seed: int = 1) -> list[dict]:
+    return [r for chunk in workload_chunks(prefix, events, distinct, seed) for r in chunk]
+
+
+def workload_chunks(prefix: str, events: int, distinct: int, seed: int = 1, chunk: int = 20_000):
+    """Yield the workload's records in chunks (a 1M-event backlog never sits in memory at once)."""
+    rng = random.Random(seed)
+    table = PgTable(prefix=prefix, table="bench")
+    live: set[int] = set()
+    for i in range(events):
+        if table.records and len(table.records) >= chunk:
+            yield table.take()
+        key = rng.randrange(distinct)
+        lsn = 1_000 + i
+        if key in live and rng.random() < 0.1:
+            table.delete({"id": key}, lsn=lsn, tombstone=False)
+            live.discard(key)
+        elif key in live:
+            table.update({"id": key, "name": f"n{i}", "qty": i % 1000}, lsn=lsn)
+        else:
+            table.create({"id": key, "name": f"n{i}", "qty": i % 1000}, lsn=lsn)
+            live.add(key)
+    yield table.take()
+
+
+def produce(bootstrap: str, records: list[dict]) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = records[0]["topic"]
+    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000, "compression.type": "lz4"}
+    )
+    for r in records:
+        producer.produce(topic, key=r["key"], value=r["value"], partition=0)
+        producer.poll(0)
+    producer.flush(120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--distinct", type=float, default=0.25, help="distinct keys as a fraction of events")
+    parser.add_argument("--merge-batch", type=int, default=100_000)
+    parser.add_argument("--small", type=int, default=100_000)
+    parser.add_argument("--large", type=int, default=10_000_000)
+    parser.add_argument("--skip-e2e", action="store_true")
+    parser.add_argument("--skip-merge", action="store_true")
+    args = parser.parse_args()
+
+    from cdclake.decode.records import records_from_dicts
+    from cdclake.ingest.config import SourceConfig
+    from cdclake.ingest.job import run_batch
+    from cdclake.ingest.sources import FrameRecordSource, KafkaRecordSource, source_topic_patterns
+    from cdclake.lake import LakeConfig
+    from cdclake.spark import build_spark_session
+    from cdclake.stack import StackConfig
+
+    lake_dir = Path(tempfile.mkdtemp(prefix="cdclake-bench-"))
+    with PeakRss() as rss:
+        spark = build_spark_session(
+            "bench-ingest", lake=LakeConfig.embedded(lake_dir), extra_conf={"spark.driver.memory": "4g"}
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        if not args.skip_e2e:
+            prefix = f"bench{uuid.uuid4().hex[:6]}"
+            bootstrap = StackConfig.from_env().kafka_bootstrap
+            t0 = time.monotonic()
+            produced = produce(
+                bootstrap, workload_chunks(prefix, args.events, max(1, int(args.events * args.distinct)))
+            )
+            print(f"produced {produced:,} records in {time.monotonic() - t0:.1f}s")
+            source = SourceConfig(name=prefix, topic_prefix=prefix)
+            t0 = time.monotonic()
+            summary = run_batch(spark, source, KafkaRecordSource(bootstrap, source_topic_patterns(prefix)))
+            elapsed = time.monotonic() - t0
+            print(
+                f"e2e: {summary.records:,} events Kafka -> committed Iceberg in {elapsed:.1f}s = "
+                f"{summary.records / elapsed:,.0f} events/s; phases {summary.as_dict()['phases_s']}"
+            )
+        if not args.skip_merge:
+            for size in (args.small, args.large):
+                prefix = f"m{size}_{uuid.uuid4().hex[:4]}"
+                table = f"lake.{prefix}.inventory.bench"
+                spark.sql(f"CREATE NAMESPACE IF NOT EXISTS lake.{prefix}.inventory")
+                t0 = time.monotonic()
+                # an existing table of `size` rows, as the job would have created it
+                setup = workload(prefix, 1, 1)
+                run_batch(
+                    spark,
+                    SourceConfig(name=prefix, topic_prefix=prefix),
+                    FrameRecordSource(records_from_dicts(spark, setup), source_topic_patterns(prefix)),
+                )
+                spark.range(1, size).selectExpr(
+                    "id",
+                    "concat('n', id) AS name",
+                    "CAST(id % 1000 AS INT) AS qty",
+                    "'r' AS _cdc_op",
+                    "current_timestamp() AS _cdc_source_ts",
+                    "array(CAST(0 AS DECIMAL(38,0)), CAST(id AS DECIMAL(38,0))) AS _cdc_position",
+                    "CAST(NULL AS STRING) AS _cdc_tx_id",
+                    f"'{prefix}.inventory.bench' AS _cdc_topic",
+                    "0 AS _cdc_partition",
+                    "CAST(0 AS BIGINT) AS _cdc_offset",
+                    "current_timestamp() AS _cdc_ingested_at",
+                ).writeTo(table).append()
+                print(f"table of {size:,} rows written in {time.monotonic() - t0:.1f}s")
+                batch = workload(prefix, args.merge_batch, max(1, size // 4), seed=2)
+                for r in batch:
+                    r["offset"] += 1
+                frame = records_from_dicts(spark, setup + batch)
+                t0 = time.monotonic()
+                summary = run_batch(
+                    spark,
+                    SourceConfig(name=prefix, topic_prefix=prefix),
+                    FrameRecordSource(frame, source_topic_patterns(prefix)),
+                )
+                print(
+                    f"MERGE of {args.merge_batch:,} events into {size:,} rows: batch {time.monotonic() - t0:.1f}s, "
+                    f"apply {summary.phases['apply']:.1f}s"
+                )
+        spark.stop()
+    print(f"peak RSS (driver + JVM): {rss.peak / 2**30:.2f} GiB")
+    shutil.rmtree(lake_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -188,7 +188,7 @@ def run_batch(
         summary.counts = decoded.counts()
     with timed("transactions"):
         tx_plan = decide(
-            gather(decoded.tables.values(), decoded.transactions),
+            gather(decoded.tables.values(), decoded.transactions, source.signal_tables),
             end_offsets(ranges),
             now=planned_at,
             max_incomplete_age=timedelta(seconds=source.max_incomplete_age_s),
@@ -258,7 +258,7 @@ def _tx_summary(plan: TxPlan) -> dict[str, Any]:
     return {
         "mode": "consistent" if plan.enabled else "off",
         "counts": plan.counts(),
-        "ids": {k: sorted(v)[:50] for k, v in grouped.items() if k != "complete"},
+        "ids": {k: sorted(v)[:50] for k, v in grouped.items() if k not in ("complete", "empty")},
         "cuts": {f"{t}/{p}": off for (t, p), off in sorted(plan.cuts.items())},
         "frontier": None if frontier is None else {"tx": frontier.key, "position": frontier.position},
     }

@@ -38,6 +38,7 @@ _SPLIT_ID = re.compile(r"\d+:\d+")
 
 class TxStatus(StrEnum):
     COMPLETE = "complete"
+    EMPTY = "empty"
     HELD = "held"
     EXPIRED = "expired"
     MISMATCHED = "mismatched"
@@ -94,7 +95,9 @@ class TxPlan:
 
     def frontier(self) -> TxInfo | None:
         """The applied transaction with the greatest position (the consistent cut readers can use)."""
-        applied = [t for t in self.transactions.values() if t.status is not TxStatus.HELD and t.position]
+        applied = [
+            t for t in self.transactions.values() if t.status not in (TxStatus.HELD, TxStatus.EMPTY) and t.position
+        ]
         return max(applied, key=lambda t: t.position or [], default=None)
 
     @property
@@ -108,8 +111,18 @@ class TxPlan:
         return out
 
 
-def gather(data: Iterable[DataFrame], transactions: DataFrame) -> dict[str, TxInfo]:
-    """Collect per-transaction facts (small Spark aggregations, collected to the driver)."""
+def gather(
+    data: Iterable[DataFrame], transactions: DataFrame, ignore_collections: Iterable[str] = ()
+) -> dict[str, TxInfo]:
+    """Collect per-transaction facts (small Spark aggregations, collected to the driver).
+
+    Args:
+        data: decoded change rows of every table.
+        transactions: decoded BEGIN/END events.
+        ignore_collections: data collections whose events are not in ``data`` (the signaling table:
+            its rows are skipped by the decoder but counted in END events); removed from the END counts.
+    """
+    ignored = {collection_name(c) for c in ignore_collections}
     infos: dict[str, TxInfo] = {}
 
     def info(key: str) -> TxInfo:
@@ -173,9 +186,14 @@ def gather(data: Iterable[DataFrame], transactions: DataFrame) -> dict[str, TxIn
         tx.add_ts(row["kafka_ts"])
         if row["status"] == "END":
             tx.end_seen = True
-            tx.expected_total = None if row["event_count"] is None else int(row["event_count"])
+            skipped = 0
             for dc in row["data_collections"] or []:
-                tx.expected[collection_name(dc["data_collection"])] = int(dc["event_count"])
+                name = collection_name(dc["data_collection"])
+                if name in ignored:
+                    skipped += int(dc["event_count"])
+                else:
+                    tx.expected[name] = int(dc["event_count"])
+            tx.expected_total = None if row["event_count"] is None else int(row["event_count"]) - skipped
     return infos
 
 
@@ -198,15 +216,20 @@ def decide(
     """
     for tx in infos.values():
         observed_total = sum(tx.observed.values())
-        if (
+        if not tx.observed and not tx.expected:
+            # BEGIN without END, or an END listing no captured collection: Debezium's binlog connectors
+            # emit BEGIN for transactions that touched no captured table (and no END); nothing to apply
+            tx.status = TxStatus.EMPTY
+        elif (
             tx.end_seen
-            and tx.expected
+            and set(tx.observed) <= set(tx.expected)
             and all(tx.observed.get(dc, 0) == n for dc, n in tx.expected.items())
             and (tx.expected_total is None or observed_total == tx.expected_total)
         ):
             tx.status = TxStatus.COMPLETE
         elif tx.end_seen and (
-            any(tx.observed.get(dc, 0) > n for dc, n in tx.expected.items())
+            bool(set(tx.observed) - set(tx.expected))
+            or any(tx.observed.get(dc, 0) > n for dc, n in tx.expected.items())
             or (tx.expected_total is not None and observed_total > tx.expected_total)
         ):
             tx.status = TxStatus.MISMATCHED
@@ -229,7 +252,7 @@ def decide(
                         cuts[tp] = first
                         changed = True
         for tx in infos.values():
-            if tx.status is not TxStatus.HELD and any(
+            if tx.status not in (TxStatus.HELD, TxStatus.EMPTY) and any(
                 tp in cuts and last >= cuts[tp] for tp, last in tx.last_offsets.items()
             ):
                 tx.status = TxStatus.HELD
@@ -257,6 +280,8 @@ def audit_rows(plan: TxPlan, source: str, batch_id: str) -> list[dict[str, Any]]
     """Rows for ``cdc_audit.transactions``: one per transaction and data collection."""
     out = []
     for tx in sorted(plan.transactions.values(), key=lambda t: t.key):
+        if tx.status is TxStatus.EMPTY:
+            continue
         collections = sorted(set(tx.expected) | set(tx.observed)) or [""]
         for dc in collections:
             out.append(

@@ -143,7 +143,7 @@ def test_replay_of_a_capture_cut_mid_transaction(spark: SparkSession, prefix: st
 def test_decide_is_pure_and_never_splits_a_complete_transaction() -> None:
     tp = ("p.s.t", 0)
     now = datetime(2026, 1, 1)
-    held = TxInfo(key="1", first_offsets={tp: 5}, last_offsets={tp: 5}, first_ts=now)
+    held = TxInfo(key="1", observed={"s.t": 1}, first_offsets={tp: 5}, last_offsets={tp: 5}, first_ts=now)
     straddling = TxInfo(
         key="2",
         end_seen=True,
@@ -176,3 +176,38 @@ def test_decide_is_pure_and_never_splits_a_complete_transaction() -> None:
     }
     assert tx_key_py("postgresql", "920:27366088") == "920"
     assert tx_key_py("mariadb", "0-184054-374") == "0-184054-374"
+
+
+def test_empty_transactions_and_signal_events_do_not_hold_anything() -> None:
+    """Real Debezium: MariaDB emits BEGIN without END for transactions that touched no captured table, and END
+    counts include signal-table (watermark) events that the decoder skips."""
+    now = datetime(2026, 1, 1)
+    tp, txt = ("p.demo.t", 0), ("p.transaction", 0)
+    begin_only = TxInfo(key="0-1-7", first_offsets={txt: 0}, last_offsets={txt: 0}, first_ts=now - timedelta(hours=1))
+    end_no_collections = TxInfo(
+        key="0-1-8", end_seen=True, expected_total=0, first_offsets={txt: 1}, last_offsets={txt: 2}, first_ts=now
+    )
+    # END said demo.t: 1 + demo.debezium_signal: 2; gather() removed the signal collection
+    with_signal = TxInfo(
+        key="0-1-9",
+        end_seen=True,
+        expected_total=1,
+        expected={"demo.t": 1},
+        observed={"demo.t": 1},
+        first_offsets={tp: 4, txt: 3},
+        last_offsets={tp: 4, txt: 4},
+        first_ts=now,
+    )
+    plan = decide(
+        {t.key: t for t in (begin_only, end_no_collections, with_signal)},
+        {tp: 5, txt: 5},
+        now=now,
+        max_incomplete_age=timedelta(minutes=10),
+    )
+    assert plan.cuts == {}
+    assert {t.key: t.status for t in plan.transactions.values()} == {
+        "0-1-7": TxStatus.EMPTY,
+        "0-1-8": TxStatus.EMPTY,
+        "0-1-9": TxStatus.COMPLETE,
+    }
+    assert plan.frontier() is None or plan.frontier().key == "0-1-9"

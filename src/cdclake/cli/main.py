@@ -11,9 +11,11 @@ from rich.console import Console
 from cdclake import __version__
 from cdclake.cli import lake as lake_cli
 from cdclake.cli import stack as stack_cli
+from cdclake.cli.audit import audit
 from cdclake.cli.capture import capture
 from cdclake.cli.demo import demo
 from cdclake.cli.ingest import ingest, replay
+from cdclake.cli.reconcile import reconcile
 from cdclake.exceptions import CdcError
 
 app = typer.Typer(
@@ -28,7 +30,9 @@ app.command(name="demo")(demo)
 app.command(name="capture")(capture)
 app.command(name="ingest")(ingest)
 app.command(name="replay")(replay)
+app.command(name="reconcile")(reconcile)
 app.add_typer(lake_cli.app, name="lake")
+app.command(name="audit")(audit)
 err = Console(stderr=True)
 
 

@@ -1,0 +1,602 @@
+"""Read a source table and its lake table, render both canonically, and compare them (I/O).
+
+* The **source** is read through the connector spec's database with an application user (not the
+  capture user): an explicit DSN, else the Airflow-style connection ``AIRFLOW_CONN_<CONNECTION_ID>_APP``
+  (e.g. ``AIRFLOW_CONN_CDC_POSTGRES_APP`` for the ``postgres`` spec, whose ``connection_id`` is
+  ``cdc_postgres``), JSON or URI, else the local stack's ``app`` user.
+* The **lake** table ``lake.<topic_prefix>.<schema-or-db>.<table>`` is read with pyiceberg, selecting
+  only the source's columns (current rows: an upsert table as is, an scd2 table ``WHERE _cdc_is_current``;
+  an append table is a changelog and is skipped).
+* Both sides are rendered with the lake column's type as target type (:mod:`cdclake.reconcile.rows`).
+
+The comparison is on *current* rows of both sides, read one after the other: the source must be
+quiescent (or the comparison repeated) for a difference to mean the lake is wrong. The lake's frontier
+(the last batch id and watermark in the table's snapshot summary) is reported next to the result.
+"""
+
+from __future__ import annotations
+
+import abc
+import datetime as dt
+import json
+import logging
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import unquote, urlsplit
+
+from cdclake.connectors import ConnectorKind, ConnectorSpec, LakeMode, TableSpec
+from cdclake.exceptions import CdcError, ConfigError
+from cdclake.lake import LakeConfig
+from cdclake.reconcile.rows import ANY, RowKey, RowSet, column_type_from_iceberg, diff_row_sets, render_key
+
+logger = logging.getLogger(__name__)
+
+#: Snapshot-summary keys the ingestion job writes on each table's last commit of a batch.
+BATCH_ID_PROPERTY = "cdc.batch-id"
+WATERMARK_PROPERTY = "cdc.watermark"
+CURRENT_FLAG_COLUMN = "_cdc_is_current"
+APP_CONNECTION_SUFFIX = "_APP"
+
+DatabaseKind = Literal["postgres", "mysql"]
+TableStatus = Literal["equal", "different", "skipped"]
+
+_KIND_BY_CONNECTOR: dict[ConnectorKind, DatabaseKind] = {
+    ConnectorKind.POSTGRESQL: "postgres",
+    ConnectorKind.MYSQL: "mysql",
+    ConnectorKind.MARIADB: "mysql",
+}
+_KIND_BY_CONN_TYPE: dict[str, DatabaseKind] = {
+    "postgres": "postgres",
+    "postgresql": "postgres",
+    "mysql": "mysql",
+    "mariadb": "mysql",
+}
+
+
+class ReconcileError(CdcError, RuntimeError):
+    """The source database or the lake could not be read for reconciliation."""
+
+
+# --- where the source is ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceConnection:
+    """How to reach the source database (an application user that can read the captured tables).
+
+    Attributes:
+        kind: ``postgres`` or ``mysql`` (MySQL and MariaDB).
+        host, port, user, password, database: the usual.
+        origin: where these settings came from (``--dsn``, the env var's name, ``local stack``).
+    """
+
+    kind: DatabaseKind
+    host: str
+    port: int
+    user: str
+    password: str = field(repr=False)
+    database: str
+    origin: str
+
+    def describe(self) -> str:
+        """``user@host:port/database (origin)``, without the password."""
+        return f"{self.user}@{self.host}:{self.port}/{self.database} ({self.origin})"
+
+
+def app_connection_env(spec: ConnectorSpec) -> str:
+    """Name of the env var holding the source's application connection, e.g. ``AIRFLOW_CONN_CDC_POSTGRES_APP``."""
+    return "AIRFLOW_CONN_" + spec.connection_id.upper().replace("-", "_") + APP_CONNECTION_SUFFIX
+
+
+def parse_connection(value: str, *, default_database: str, origin: str) -> SourceConnection:
+    """Parse an Airflow connection (JSON or URI) or a DSN URI such as ``postgresql://u:p@host:5432/demo``.
+
+    Raises:
+        ConfigError: when the value cannot be parsed or names an unsupported database type.
+    """
+    text = value.strip()
+    if text.startswith("{"):
+        try:
+            conn = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"{origin}: not valid JSON: {exc}") from exc
+        conn_type, host, port = conn.get("conn_type"), conn.get("host"), conn.get("port")
+        user, secret, database = conn.get("login"), conn.get("password"), conn.get("schema")
+    else:
+        parts = urlsplit(text)
+        conn_type, host, port = parts.scheme, parts.hostname, parts.port
+        user = unquote(parts.username) if parts.username else None
+        secret = unquote(parts.password) if parts.password else None
+        database = unquote(parts.path.lstrip("/")) or None
+    kind = _KIND_BY_CONN_TYPE.get(str(conn_type or "").lower().split("+")[0])
+    if kind is None:
+        raise ConfigError(f"{origin}: connection type {conn_type!r} is not one of {', '.join(_KIND_BY_CONN_TYPE)}")
+    if not host or not user:
+        raise ConfigError(f"{origin}: the connection needs a host and a login")
+    return SourceConnection(
+        kind=kind,
+        host=str(host),
+        port=int(port or (5432 if kind == "postgres" else 3306)),
+        user=str(user),
+        password=str(secret or ""),
+        database=str(database or default_database),
+        origin=origin,
+    )
+
+
+def resolve_source_connection(
+    spec: ConnectorSpec, *, dsn: str | None = None, environ: Mapping[str, str] | None = None
+) -> SourceConnection:
+    """The source connection of ``spec``: ``dsn``, else ``AIRFLOW_CONN_<CONNECTION_ID>_APP``, else the local stack.
+
+    Raises:
+        ConfigError: when the spec's connector is not a relational database reconcile can read, or
+            the DSN / connection cannot be parsed.
+    """
+    kind = _KIND_BY_CONNECTOR.get(spec.connector)
+    if kind is None:
+        raise ConfigError(f"spec {spec.name}: reconcile reads PostgreSQL, MySQL and MariaDB, not {spec.connector}")
+    if dsn:
+        return parse_connection(dsn, default_database=spec.database, origin="--dsn")
+    env = os.environ if environ is None else environ
+    var = app_connection_env(spec)
+    if env.get(var):
+        return parse_connection(env[var], default_database=spec.database, origin=var)
+    from cdclake.stack import Stack, StackConfig
+    from cdclake.stack.config import password
+    from cdclake.stack.mariadb import USER_NAMES
+    from cdclake.stack.postgres import ROLE_NAMES
+
+    stack = Stack(StackConfig.from_env())
+    c = stack.config
+    if kind == "postgres":
+        user, port, secret = ROLE_NAMES["app"], c.postgres_port, password(stack.secrets, "postgres", "app")
+    else:
+        user, port, secret = USER_NAMES["app"], c.mariadb_port, password(stack.secrets, "mariadb", "app")
+    return SourceConnection(
+        kind, c.host, port, user, secret, spec.database, origin=f"local stack (set {var} to override)"
+    )
+
+
+# --- reading the source -------------------------------------------------------------------------
+
+
+class _SourceDatabase(abc.ABC):
+    """One open connection to the source database."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    @abc.abstractmethod
+    def columns(self, namespace: str, table: str) -> list[str]:
+        """Column names in ordinal order; empty when the table does not exist."""
+
+    @abc.abstractmethod
+    def primary_key(self, namespace: str, table: str) -> list[str]:
+        """Primary-key column names in key order."""
+
+    @abc.abstractmethod
+    def rows(self, namespace: str, table: str, columns: Sequence[str]) -> Iterator[tuple[Any, ...]]:
+        """Every row of the table, ``columns`` only."""
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class _PostgresDatabase(_SourceDatabase):
+    def columns(self, namespace: str, table: str) -> list[str]:
+        rows = self.conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
+            "ORDER BY ordinal_position",
+            [namespace, table],
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def primary_key(self, namespace: str, table: str) -> list[str]:
+        rows = self.conn.execute(
+            "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+            "WHERE i.indrelid = (quote_ident(%s) || '.' || quote_ident(%s))::regclass AND i.indisprimary "
+            "ORDER BY array_position(i.indkey, a.attnum)",
+            [namespace, table],
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def rows(self, namespace: str, table: str, columns: Sequence[str]) -> Iterator[tuple[Any, ...]]:
+        from psycopg import sql
+
+        query = sql.SQL("SELECT {} FROM {}").format(
+            sql.SQL(", ").join(sql.Identifier(c) for c in columns), sql.Identifier(namespace, table)
+        )
+        with self.conn.cursor() as cur:
+            yield from cur.stream(query)
+
+
+class _MySqlDatabase(_SourceDatabase):
+    @staticmethod
+    def _quote(name: str) -> str:
+        return "`" + name.replace("`", "``") + "`"
+
+    def _fetch(self, query: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
+        with self.conn.cursor() as cur:
+            cur.execute(query, args)
+            return list(cur.fetchall())
+
+    def columns(self, namespace: str, table: str) -> list[str]:
+        rows = self._fetch(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
+            "ORDER BY ordinal_position",
+            [namespace, table],
+        )
+        return [r[0] for r in rows]
+
+    def primary_key(self, namespace: str, table: str) -> list[str]:
+        rows = self._fetch(
+            "SELECT column_name FROM information_schema.key_column_usage WHERE table_schema = %s AND table_name = %s "
+            "AND constraint_name = 'PRIMARY' ORDER BY ordinal_position",
+            [namespace, table],
+        )
+        return [r[0] for r in rows]
+
+    def rows(self, namespace: str, table: str, columns: Sequence[str]) -> Iterator[tuple[Any, ...]]:
+        import pymysql.cursors
+
+        query = (
+            f"SELECT {', '.join(self._quote(c) for c in columns)} FROM {self._quote(namespace)}.{self._quote(table)}"
+        )
+        with self.conn.cursor(pymysql.cursors.SSCursor) as cur:
+            cur.execute(query)
+            yield from cur
+
+
+def _open_database(source: SourceConnection) -> _SourceDatabase:
+    try:
+        if source.kind == "postgres":
+            import psycopg
+
+            conn = psycopg.connect(
+                host=source.host,
+                port=source.port,
+                user=source.user,
+                password=source.password,
+                dbname=source.database,
+                connect_timeout=10,
+                autocommit=True,
+            )
+            conn.execute("SET TIME ZONE 'UTC'")
+            return _PostgresDatabase(conn)
+        import pymysql
+
+        conn = pymysql.connect(
+            host=source.host,
+            port=source.port,
+            user=source.user,
+            password=source.password,
+            database=source.database,
+            connect_timeout=10,
+            autocommit=True,
+            charset="utf8mb4",
+        )
+        with conn.cursor() as cur:
+            # TIMESTAMP columns come back naive in the session's zone: make it UTC, like Debezium's values
+            cur.execute("SET time_zone = '+00:00'")
+        return _MySqlDatabase(conn)
+    except Exception as exc:  # noqa: BLE001 - psycopg / PyMySQL raise their own hierarchies
+        raise ReconcileError(f"cannot connect to the source database {source.describe()}: {exc}") from exc
+
+
+# --- the lake -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LakeFrontier:
+    """How far the lake table is: the last batch that committed to it.
+
+    Attributes:
+        batch_id: ``cdc.batch-id`` of the newest snapshot that carries one.
+        watermark: ``cdc.watermark`` (the table's greatest ``_cdc_position`` in that batch).
+        snapshot_id: the table's current snapshot.
+        committed_at: when the current snapshot was committed (UTC).
+    """
+
+    batch_id: str | None = None
+    watermark: str | None = None
+    snapshot_id: int | None = None
+    committed_at: dt.datetime | None = None
+
+
+def lake_frontier(table: Any) -> LakeFrontier:
+    """The :class:`LakeFrontier` of a pyiceberg table (walks back to the last snapshot with a batch id)."""
+    current = table.current_snapshot()
+    if current is None:
+        return LakeFrontier()
+    snapshot = current
+    while snapshot is not None:
+        props = snapshot.summary.additional_properties if snapshot.summary else {}
+        if BATCH_ID_PROPERTY in props:
+            return LakeFrontier(
+                batch_id=props.get(BATCH_ID_PROPERTY),
+                watermark=props.get(WATERMARK_PROPERTY),
+                snapshot_id=current.snapshot_id,
+                committed_at=dt.datetime.fromtimestamp(current.timestamp_ms / 1000, tz=dt.UTC),
+            )
+        snapshot = table.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
+    return LakeFrontier(
+        snapshot_id=current.snapshot_id, committed_at=dt.datetime.fromtimestamp(current.timestamp_ms / 1000, tz=dt.UTC)
+    )
+
+
+def lake_identifier(spec: ConnectorSpec, table: TableSpec) -> tuple[str, ...]:
+    """Iceberg identifier of a spec table, e.g. ``("pg", "inventory", "customers")``."""
+    from cdclake.decode.options import TableId
+    from cdclake.ingest.naming import table_parts
+
+    namespace, _, name = table.name.rpartition(".")
+    return table_parts(TableId(server=spec.topic_prefix, namespace=namespace or None, table=name))
+
+
+# --- results ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TableReconciliation:
+    """The comparison of one source table with its lake table.
+
+    Attributes:
+        source_table: the spec's data-collection name, e.g. ``inventory.customers``.
+        lake_table: ``lake.<prefix>.<schema-or-db>.<table>``.
+        status: ``equal``, ``different`` or ``skipped`` (see ``note``).
+        key_columns, columns: what was compared (the source's columns that the lake has).
+        source_rows, lake_rows: row counts.
+        source_checksum, lake_checksum: order-independent checksums of the rendered rows.
+        missing_keys: keys in the source, not in the lake; ``extra_keys`` the reverse; ``different_keys``
+            keys whose rows differ; ``duplicate_keys`` keys found more than once in the lake.
+        missing_columns: source columns the lake table does not have.
+        column_types: the target type each compared column was rendered as.
+        frontier: the lake table's last batch.
+        note: why a table was skipped or could not be compared.
+    """
+
+    source_table: str
+    lake_table: str
+    status: TableStatus
+    key_columns: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
+    source_rows: int = 0
+    lake_rows: int = 0
+    source_checksum: str = ""
+    lake_checksum: str = ""
+    missing_keys: tuple[RowKey, ...] = ()
+    extra_keys: tuple[RowKey, ...] = ()
+    different_keys: tuple[RowKey, ...] = ()
+    duplicate_keys: tuple[RowKey, ...] = ()
+    missing_columns: tuple[str, ...] = ()
+    column_types: tuple[str, ...] = ()
+    frontier: LakeFrontier = LakeFrontier()
+    note: str | None = None
+
+    @property
+    def equal(self) -> bool:
+        return self.status == "equal"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able form (keys as lists)."""
+        return {
+            "source_table": self.source_table,
+            "lake_table": self.lake_table,
+            "status": self.status,
+            "key_columns": list(self.key_columns),
+            "columns": list(self.columns),
+            "column_types": list(self.column_types),
+            "source_rows": self.source_rows,
+            "lake_rows": self.lake_rows,
+            "source_checksum": self.source_checksum,
+            "lake_checksum": self.lake_checksum,
+            "missing_keys": [list(k) for k in self.missing_keys],
+            "extra_keys": [list(k) for k in self.extra_keys],
+            "different_keys": [list(k) for k in self.different_keys],
+            "duplicate_keys": [list(k) for k in self.duplicate_keys],
+            "missing_columns": list(self.missing_columns),
+            "frontier": {
+                "batch_id": self.frontier.batch_id,
+                "watermark": self.frontier.watermark,
+                "snapshot_id": self.frontier.snapshot_id,
+                "committed_at": self.frontier.committed_at.isoformat() if self.frontier.committed_at else None,
+            },
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class ReconcileReport:
+    """Every compared table of one source.
+
+    Attributes:
+        source: the spec name.
+        database: where the source was read (no password).
+        lake: the lake's catalog location.
+        tables: one result per table, in spec order.
+    """
+
+    source: str
+    database: str
+    lake: str
+    tables: tuple[TableReconciliation, ...]
+
+    @property
+    def equal(self) -> bool:
+        """No compared table differs (skipped tables do not count)."""
+        return all(t.status != "different" for t in self.tables)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "database": self.database,
+            "lake": self.lake,
+            "equal": self.equal,
+            "tables": [t.as_dict() for t in self.tables],
+        }
+
+
+# --- reconcile ----------------------------------------------------------------------------------
+
+
+def select_tables(spec: ConnectorSpec, names: Sequence[str] | None) -> list[TableSpec]:
+    """The spec's tables named by ``names`` (``customers``, ``inventory.customers`` or ``lake.pg.inventory.customers``).
+
+    Raises:
+        ConfigError: when a name matches none of the spec's tables.
+    """
+    if not names:
+        return list(spec.tables)
+    chosen: list[TableSpec] = []
+    for name in names:
+        matches = [
+            t
+            for t in spec.tables
+            if name
+            in (
+                t.name,
+                t.name.rpartition(".")[2],
+                "lake." + ".".join(lake_identifier(spec, t)),
+                ".".join(lake_identifier(spec, t)),
+            )
+        ]
+        if not matches:
+            raise ConfigError(
+                f"table {name!r} is not captured by spec {spec.name}; its tables: {', '.join(t.name for t in spec.tables)}"
+            )
+        chosen += [t for t in matches if t not in chosen]
+    return chosen
+
+
+def _lake_label(lake: LakeConfig) -> str:
+    return str(lake.root) if lake.kind == "embedded" else str(lake.uri)
+
+
+def reconcile_source(
+    spec: ConnectorSpec,
+    *,
+    lake: LakeConfig | None = None,
+    tables: Sequence[str] | None = None,
+    dsn: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ReconcileReport:
+    """Compare each table of ``spec`` between the source database and the lake.
+
+    Args:
+        spec: the connector spec (``cdclake.connectors.load_spec``).
+        lake: the lake; default from ``CDC_LAKE_*``.
+        tables: only these tables (see :func:`select_tables`); default every table of the spec.
+        dsn: source connection URI; default ``AIRFLOW_CONN_<CONNECTION_ID>_APP``, else the local stack.
+        environ: environment to read the connection variable from (default ``os.environ``).
+
+    Raises:
+        ConfigError: on an unknown table or an unparsable connection.
+        ReconcileError: when the source database cannot be reached or read.
+    """
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.exceptions import NoSuchTableError
+
+    lake = lake or LakeConfig.from_env()
+    chosen = select_tables(spec, tables)
+    source = resolve_source_connection(spec, dsn=dsn, environ=environ)
+    catalog = load_catalog(**lake.pyiceberg_properties())
+    database = _open_database(source)
+    results: list[TableReconciliation] = []
+    try:
+        for table_spec in chosen:
+            ident = lake_identifier(spec, table_spec)
+            try:
+                lake_table = catalog.load_table(ident)
+            except NoSuchTableError:
+                lake_table = None
+            results.append(_reconcile_table(database, table_spec, ident, lake_table))
+    finally:
+        database.close()
+    return ReconcileReport(source=spec.name, database=source.describe(), lake=_lake_label(lake), tables=tuple(results))
+
+
+def _reconcile_table(
+    database: _SourceDatabase, table_spec: TableSpec, ident: tuple[str, ...], lake_table: Any
+) -> TableReconciliation:
+    namespace, _, name = table_spec.name.rpartition(".")
+    lake_name = "lake." + ".".join(ident)
+    base: dict[str, Any] = {"source_table": table_spec.name, "lake_table": lake_name}
+    frontier = lake_frontier(lake_table) if lake_table is not None else LakeFrontier()
+    if table_spec.lake.mode is LakeMode.APPEND:
+        return TableReconciliation(
+            **base, status="skipped", frontier=frontier, note="append mode: the lake table is a changelog"
+        )
+    try:
+        source_columns = database.columns(namespace, name)
+        key_columns = database.primary_key(namespace, name) if source_columns else []
+    except Exception as exc:  # noqa: BLE001 - driver errors
+        raise ReconcileError(f"cannot read the columns of {table_spec.name}: {exc}") from exc
+    if not source_columns:
+        return TableReconciliation(**base, status="different", frontier=frontier, note="source table not found")
+
+    lake_fields: dict[str, Any] = {}
+    if lake_table is not None:
+        schema = lake_table.schema()
+        lake_fields = {f.name: f for f in schema.fields}
+        if not key_columns:
+            key_columns = sorted(schema.identifier_field_names())
+    compared = [c for c in source_columns if lake_table is None or c in lake_fields]
+    missing_columns = tuple(c for c in source_columns if c not in compared)
+    if not key_columns:
+        key_columns = list(compared)  # no key anywhere: the whole row is its identity
+    types = [
+        column_type_from_iceberg(lake_fields[c].field_type, lake_fields[c].doc) if c in lake_fields else ANY
+        for c in compared
+    ]
+    key_index = [compared.index(k) for k in key_columns if k in compared]
+    key_types = [types[i] for i in key_index]
+
+    src = RowSet()
+    try:
+        for row in database.rows(namespace, name, compared):
+            src.add(render_key([row[i] for i in key_index], key_types), row, types)
+    except Exception as exc:  # noqa: BLE001 - driver errors
+        raise ReconcileError(f"cannot read {table_spec.name}: {exc}") from exc
+
+    lk = RowSet()
+    note = None
+    if lake_table is None:
+        note = "lake table does not exist (not ingested yet?)"
+    elif lake_table.current_snapshot() is not None:
+        scan_kwargs: dict[str, Any] = {"selected_fields": tuple(compared)}
+        if table_spec.lake.mode is LakeMode.SCD2 and CURRENT_FLAG_COLUMN in lake_fields:
+            from pyiceberg.expressions import EqualTo
+
+            scan_kwargs["row_filter"] = EqualTo(CURRENT_FLAG_COLUMN, True)
+        for batch in lake_table.scan(**scan_kwargs).to_arrow_batch_reader():
+            columns = [batch.column(c).to_pylist() for c in compared]
+            for row in zip(*columns, strict=True):
+                lk.add(render_key([row[i] for i in key_index], key_types), row, types)
+    diff = diff_row_sets(src, lk)
+    if lake_table is None and src.count == 0:
+        note = "empty at the source and not in the lake (Debezium emits nothing for an empty table)"
+    same = (
+        diff.empty and not missing_columns and src.checksum == lk.checksum and (lake_table is not None or not src.count)
+    )
+    logger.info("reconciled %s with %s: %s rows vs %s rows", table_spec.name, lake_name, src.count, lk.count)
+    return TableReconciliation(
+        **base,
+        status="equal" if same else "different",
+        key_columns=tuple(key_columns),
+        columns=tuple(compared),
+        source_rows=src.count,
+        lake_rows=lk.count,
+        source_checksum=src.checksum,
+        lake_checksum=lk.checksum,
+        missing_keys=diff.missing,
+        extra_keys=diff.extra,
+        different_keys=diff.different,
+        duplicate_keys=diff.duplicate,
+        missing_columns=missing_columns,
+        column_types=tuple(str(t) for t in types),
+        frontier=frontier,
+        note=note,
+    )

@@ -1,0 +1,300 @@
+"""Reconcile end to end on the local stack: live Debezium -> ingest -> reconcile, then capture -> replay -> reconcile.
+
+The module owns everything it touches, so it never disturbs the ``postgres`` / ``mariadb`` connectors
+or the demo tables others use: copies of ``customers`` / ``orders`` under unique names
+(``rc_<run>_customers``, ...), connectors, topic prefixes and a PostgreSQL slot named after the run.
+All of it is removed at the end (connectors stopped, offsets reset, deleted; slot, tables, topics dropped).
+
+Run with ``CDC_KEEP_STACK=1 .venv/bin/pytest tests/integration/test_reconcile_e2e.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import requests
+import yaml
+from pyiceberg.catalog import load_catalog
+from typer.testing import CliRunner
+
+from cdclake.capture import capture_to_file, prefix_patterns
+from cdclake.cli.demo import (
+    app_sql,
+    apply_demo_schema,
+    endpoint_for,
+    ensure_connector,
+    run_workload,
+    topic_end_offsets,
+    wait_for_records,
+    wait_running,
+)
+from cdclake.cli.main import app
+from cdclake.connect.client import KafkaConnectClient
+from cdclake.connectors import ConnectorSpec, load_spec
+from cdclake.lake import LakeConfig
+from cdclake.reconcile import ReconcileReport, lake_identifier, reconcile_source
+from cdclake.stack import Stack
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = [pytest.mark.integration("stack"), pytest.mark.spark]
+
+CDCLAKE = str(Path(sys.executable).parent / "cdclake")
+RUN = secrets.token_hex(3)
+ID_BASE = 1000
+
+
+@dataclass(frozen=True)
+class Source:
+    """One test-owned capture: its spec (written to a YAML file) and its tables."""
+
+    which: str  # postgres | mariadb
+    spec_path: Path
+    spec: ConnectorSpec
+    customers: str  # qualified source table names
+    orders: str
+
+    @property
+    def data_topics(self) -> dict[str, str]:
+        return {t: f"{self.spec.topic_prefix}.{t}" for t in (self.customers, self.orders)}
+
+
+def _spec_file(tmp: Path, which: str) -> Source:
+    base = load_spec(which)
+    namespace = "inventory" if which == "postgres" else "demo"
+    customers, orders = f"{namespace}.rc_{RUN}_customers", f"{namespace}.rc_{RUN}_orders"
+    doc: dict[str, Any] = {
+        "name": f"rc-{which[:2]}-{RUN}",
+        "connector": base.connector.value,
+        "connection_id": base.connection_id,
+        "capture_user": base.capture_user,
+        "capture_password": base.capture_password,
+        "topic_prefix": f"rc{which[:2]}{RUN}",
+        "database": base.database,
+        "tables": [
+            {"name": customers, "lake": {"mode": "upsert", "partitioning": ["bucket(4, id)"]}},
+            {"name": orders, "lake": {"mode": "upsert"}},
+        ],
+        "snapshot_mode": "initial",
+        "signal_table": base.signal_table,
+        "signal_channels": ["source"],
+        "transaction_metadata": True,
+        "notifications": False,
+        "heartbeat_interval_ms": 0,
+        "kafka_bootstrap_servers": base.kafka_bootstrap_servers,
+    }
+    if which == "postgres":
+        doc["schema"] = "inventory"
+        doc["slot_name"] = f"rc_{RUN}"
+    else:
+        doc["server_id"] = 185000 + int(RUN, 16) % 10000
+    path = tmp / f"rc-{which}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return Source(which, path, load_spec(path), customers, orders)
+
+
+def _create_tables(stack: Stack, src: Source) -> None:
+    with app_sql(stack, src.which) as sql:
+        for table, like in ((src.customers, "customers"), (src.orders, "orders")):
+            if src.which == "postgres":
+                sql.execute(f"CREATE TABLE IF NOT EXISTS {table} (LIKE inventory.{like} INCLUDING ALL)")
+            else:
+                sql.execute(f"CREATE TABLE IF NOT EXISTS {table} LIKE demo.{like}")
+        # rows that exist before the connector starts: they arrive as snapshot (op r) events
+        sql.execute(f"INSERT INTO {src.customers} (id, name, email, region) VALUES (1, 'before', NULL, 'EU')")
+        sql.execute(
+            f"INSERT INTO {src.orders} (id, customer_id, amount, status, ordered_on) "
+            "VALUES (1, 1, 10.10, 'new', '2024-01-31')"
+        )
+
+
+def _cleanup(stack: Stack, client: KafkaConnectClient, src: Source) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    name = src.spec.name
+    if client.exists(name):
+        client.stop(name)
+        time.sleep(2)
+        requests.delete(f"{stack.config.connect_url}/connectors/{name}/offsets", timeout=30)
+        client.delete(name)
+    if src.which == "postgres":
+        with stack.service("postgres").connect("admin", dbname="demo") as conn:
+            for _ in range(20):  # the slot stays active until the task has shut down
+                row = conn.execute(
+                    "SELECT active FROM pg_replication_slots WHERE slot_name = %s", [src.spec.slot_name]
+                ).fetchone()
+                if row is None:
+                    break
+                if not row[0]:
+                    conn.execute("SELECT pg_drop_replication_slot(%s)", [src.spec.slot_name])
+                    break
+                time.sleep(1)
+    with app_sql(stack, src.which) as sql:
+        for table in (src.customers, src.orders):
+            sql.execute(f"DROP TABLE IF EXISTS {table}")
+    admin = AdminClient({"bootstrap.servers": stack.config.kafka_bootstrap, "log_level": 0})
+    prefix = src.spec.topic_prefix
+    topics = [t for t in admin.list_topics(timeout=10).topics if t == prefix or t.startswith(prefix + ".")]
+    if topics:
+        for future in admin.delete_topics(topics).values():
+            future.result(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def sources(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Source]]:
+    """Test-owned tables and connectors in both databases, after a snapshot and a mixed workload."""
+    tmp = tmp_path_factory.mktemp("reconcile-specs")
+    client = KafkaConnectClient(stack.config.connect_url)
+    apply_demo_schema(stack)
+    made = {which: _spec_file(tmp, which) for which in ("postgres", "mariadb")}
+    try:
+        for src in made.values():
+            _create_tables(stack, src)
+            ensure_connector(client, src.spec, endpoint_for(stack, src.spec))
+        for src in made.values():
+            wait_running(client, src.spec.name)
+        bootstrap = stack.config.kafka_bootstrap
+        wait_for_records(bootstrap, dict.fromkeys((t for s in made.values() for t in s.data_topics.values()), 1))
+        want: dict[str, int] = {}
+        for src in made.values():
+            before = topic_end_offsets(bootstrap, list(src.data_topics.values()))
+            with app_sql(stack, src.which) as sql:
+                events = run_workload(sql, src.customers, src.orders, ID_BASE)
+            want.update({src.data_topics[t]: before[src.data_topics[t]] + n for t, n in events.items()})
+        wait_for_records(bootstrap, want)
+        yield made
+    finally:
+        for src in made.values():
+            _cleanup(stack, client, src)
+
+
+def _ingest(src: Source, lake: Path) -> None:
+    """`cdclake ingest` of one source into ``lake`` (one at a time: both commit to the lake's ledger)."""
+    env = dict(os.environ, CDC_LAKE_DIR=str(lake), CDC_LOG_LEVEL="WARNING")
+    proc = subprocess.run(
+        [CDCLAKE, "ingest", "--spec", str(src.spec_path), "--lake", str(lake)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+
+
+def _assert_equal(report: ReconcileReport, expect_rows: bool = True) -> None:
+    assert [t.status for t in report.tables] == ["equal", "equal"], [t.as_dict() for t in report.tables]
+    for t in report.tables:
+        assert t.source_rows == t.lake_rows and t.source_checksum == t.lake_checksum
+        assert t.frontier.batch_id and t.frontier.watermark
+        if expect_rows:
+            assert t.source_rows >= 5
+
+
+def _snapshot_ids(lake: LakeConfig, sources: dict[str, Source]) -> dict[tuple[str, ...], int | None]:
+    catalog = load_catalog(**lake.pyiceberg_properties())
+    out = {}
+    for src in sources.values():
+        for table in src.spec.tables:
+            ident = lake_identifier(src.spec, table)
+            snap = catalog.load_table(ident).current_snapshot()
+            out[ident] = snap.snapshot_id if snap else None
+    return out
+
+
+@pytest.fixture(scope="module")
+def live_lake(sources: dict[str, Source], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    lake = tmp_path_factory.mktemp("reconcile-live-lake")
+    for src in sources.values():
+        _ingest(src, lake)
+    return lake
+
+
+def test_live_ingest_reconciles_then_an_uncaptured_change_shows_its_key(
+    stack: Stack, sources: dict[str, Source], live_lake: Path
+) -> None:
+    lake = LakeConfig.embedded(live_lake)
+    for src in sources.values():
+        report = reconcile_source(src.spec, lake=lake)
+        _assert_equal(report)
+        assert report.tables[1].column_types == ("integer", "integer", "decimal(scale=2)", "string", "date")
+
+    # change a row while the connector is paused: the lake does not get it
+    pg = sources["postgres"]
+    client = KafkaConnectClient(stack.config.connect_url)
+    client.pause(pg.spec.name)
+    try:
+        with app_sql(stack, "postgres") as sql:
+            assert sql.execute(f"UPDATE {pg.orders} SET status = 'lost' WHERE id = %s", [ID_BASE + 102]) == 1
+        report = reconcile_source(pg.spec, lake=lake)
+        customers, orders = report.tables
+        assert customers.status == "equal"
+        assert orders.status == "different"
+        assert orders.different_keys == ((str(ID_BASE + 102),),)
+        assert orders.missing_keys == orders.extra_keys == ()
+        assert orders.source_rows == orders.lake_rows and orders.source_checksum != orders.lake_checksum
+
+        result = CliRunner().invoke(
+            app,
+            ["reconcile", str(pg.spec_path), "--lake", str(live_lake), "--tables", pg.orders],
+            env={"COLUMNS": "200"},
+        )
+        assert result.exit_code == 1, result.output
+        assert f"rows differ (id): ({ID_BASE + 102})" in " ".join(result.output.split())
+        ok = CliRunner().invoke(
+            app, ["reconcile", str(pg.spec_path), "--lake", str(live_lake), "-t", pg.customers, "--json"]
+        )
+        assert ok.exit_code == 0, ok.output
+    finally:
+        before = topic_end_offsets(stack.config.kafka_bootstrap, [pg.data_topics[pg.orders]])
+        client.resume(pg.spec.name)
+    # once resumed, Debezium streams the change (the next test's capture includes it)
+    wait_for_records(stack.config.kafka_bootstrap, {pg.data_topics[pg.orders]: before[pg.data_topics[pg.orders]] + 1})
+
+
+def test_capture_then_replay_reconciles_and_replaying_again_changes_nothing(
+    stack: Stack,
+    sources: dict[str, Source],
+    live_lake: Path,
+    spark: SparkSession,
+    spark_lake_dir: Path,
+    tmp_path: Path,
+) -> None:
+    from cdclake.ingest.runner import replay_files
+
+    files = {}
+    for which, src in sources.items():
+        files[which] = tmp_path / f"{which}.jsonl"
+        ranges = capture_to_file(stack.config.kafka_bootstrap, prefix_patterns(src.spec.topic_prefix), files[which])
+        assert sum(r.count for r in ranges) > 0
+    lake = LakeConfig.embedded(spark_lake_dir)  # the session's lake: a second, fresh lake for these prefixes
+    for which, src in sources.items():
+        replay_files(spark, [files[which]], spec=str(src.spec_path))
+    reports = {which: reconcile_source(src.spec, lake=lake) for which, src in sources.items()}
+    for report in reports.values():
+        _assert_equal(report)
+    snapshots = _snapshot_ids(lake, sources)
+
+    for which, src in sources.items():
+        again = replay_files(spark, [files[which]], spec=str(src.spec_path))
+        assert again.batch_id is None, again.as_dict()
+    assert _snapshot_ids(lake, sources) == snapshots, "a second replay must not commit anything"
+    for which, src in sources.items():
+        report = reconcile_source(src.spec, lake=lake)
+        _assert_equal(report)
+        assert [t.lake_checksum for t in report.tables] == [t.lake_checksum for t in reports[which].tables]
+
+    # the live lake still misses the paused change; the replayed one has it
+    live = reconcile_source(
+        sources["postgres"].spec, lake=LakeConfig.embedded(live_lake), tables=[sources["postgres"].orders]
+    )
+    assert live.tables[0].different_keys == ((str(ID_BASE + 102),),)

@@ -1,0 +1,672 @@
+"""``decode_records``: Kafka records of Debezium topics -> typed change rows per table plus side outputs.
+
+Plan (one small driver-side discovery job, then lazy DataFrames):
+
+1. Normalise the input to string key/value (:func:`cdclake.decode.records.normalise_records`).
+2. Discovery: group by (topic, hash of the embedded Connect schema) and collect counts plus sample records to the
+   driver. Samples classify each topic (data / transaction / schema change / heartbeat) and give the table
+   identity, the connector and the Connect schemas (merged by column name across versions).
+3. Per data topic: one ``from_json`` with a Spark schema derived from the merged Connect schema, then native
+   conversions of logical types; rows that fail go to ``dead_letters`` with a reason.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from cdclake.debezium import fields as f
+from cdclake.debezium.models import Operation
+from cdclake.decode.batch import DecodedBatch, TableInfo
+from cdclake.decode.connect import RowPlan, merge_fields, plan_row
+from cdclake.decode.options import DecodeOptions, RecordFormat, TableId
+from cdclake.decode.records import normalise_records
+from cdclake.dialects import Dialect, get_dialect
+from cdclake.exceptions import ConfigError, ConnectSchemaError, UnsupportedDialectError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+logger = logging.getLogger(__name__)
+
+_CORRUPT = "_corrupt_record"
+_JSON_OPTIONS = {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"}
+_S = T.StringType()
+
+#: Union of the source-block fields of all supported connectors; all parsed as text (numbers, booleans and
+#: strings alike) and cast where used, so ``"snapshot": true`` and ``"snapshot": "last"`` both parse.
+SOURCE_WIRE = T.StructType(
+    [
+        T.StructField(n, _S)
+        for n in (
+            f.SRC_VERSION, f.SRC_CONNECTOR, f.SRC_NAME, f.SRC_TS_MS, f.SRC_TS_US, f.SRC_TS_NS, f.SRC_TS_SEC,
+            f.SRC_SNAPSHOT, f.SRC_DB, f.SRC_SCHEMA, f.SRC_TABLE, f.SRC_SEQUENCE, f.SRC_TX_ID, f.SRC_LSN,
+            f.SRC_XMIN, f.SRC_SERVER_ID, f.SRC_GTID, f.SRC_FILE, f.SRC_POS, f.SRC_ROW, f.SRC_THREAD, f.SRC_QUERY,
+            f.SRC_RS, f.SRC_COLLECTION, f.SRC_ORD, f.SRC_H, f.SRC_TORD, f.SRC_STXNID, f.SRC_LSID,
+            f.SRC_TXN_NUMBER, f.SRC_COMMIT_LSN, f.SRC_CHANGE_LSN, f.SRC_BEGIN_LSN,
+        )
+    ]
+)  # fmt: skip
+TRANSACTION_WIRE = T.StructType([T.StructField(n, _S) for n in (f.TX_ID, f.TX_TOTAL_ORDER, f.TX_DATA_COLLECTION_ORDER)])
+UPDATE_DESCRIPTION_WIRE = T.StructType(
+    [
+        T.StructField(f.UPDATED_FIELDS, _S),
+        T.StructField(f.REMOVED_FIELDS, T.ArrayType(_S)),
+        T.StructField(
+            f.TRUNCATED_ARRAYS,
+            T.ArrayType(
+                T.StructType([T.StructField(f.TRUNCATED_FIELD, _S), T.StructField(f.TRUNCATED_SIZE, T.IntegerType())])
+            ),
+        ),
+    ]
+)
+TX_EVENT_WIRE = T.StructType(
+    [
+        T.StructField(f.TX_STATUS, _S),
+        T.StructField(f.TX_ID, _S),
+        T.StructField(f.TS_MS, _S),
+        T.StructField(f.TX_EVENT_COUNT, _S),
+        T.StructField(
+            f.TX_DATA_COLLECTIONS,
+            T.ArrayType(T.StructType([T.StructField(f.TX_DATA_COLLECTION, _S), T.StructField(f.TX_EVENT_COUNT, _S)])),
+        ),
+    ]
+)
+SCHEMA_CHANGE_WIRE = T.StructType(
+    [
+        T.StructField(f.SOURCE, SOURCE_WIRE),
+        T.StructField(f.TS_MS, _S),
+        T.StructField(f.SC_DATABASE_NAME, _S),
+        T.StructField(f.SC_SCHEMA_NAME, _S),
+        T.StructField(f.SC_DDL, _S),
+        T.StructField(f.SC_TABLE_CHANGES, _S),
+    ]
+)
+DEAD_LETTER_COLUMNS = ("topic", "partition", "offset", "key", "value", "reason")
+_OPS = [op.value for op in Operation]
+
+
+# -- small expression helpers ---------------------------------------------------------------------------------------
+
+
+def _long(column: Column) -> Column:
+    return column.try_cast("long")
+
+
+def _source_ts(source: Column) -> Column:
+    return F.coalesce(
+        F.timestamp_micros(_long(source[f.SRC_TS_US])),
+        F.timestamp_millis(_long(source[f.SRC_TS_MS])),
+        F.timestamp_seconds(_long(source[f.SRC_TS_SEC])),
+    )
+
+
+def snapshot_expr(raw: Column) -> Column:
+    """Normalise ``source.snapshot`` (boolean or string enum) to a lower-case string; ``null`` when not a snapshot."""
+    text = F.lower(F.trim(raw))
+    return F.when(text.isNull() | text.isin("", "false"), F.lit(None).cast("string")).otherwise(text)
+
+
+def position_expr(dialect: Dialect, source: Column, snapshot: Column) -> Column:
+    """``_cdc_position``: ``array<decimal(38,0)>`` = dialect source position ++ [stream rank, partition, offset].
+
+    The stream rank is 0 for incremental-snapshot reads and 1 otherwise, so a ``r`` event never wins over a
+    streamed change carrying the same (or a later) source position.
+    """
+    rank = F.when(snapshot == F.lit("incremental"), F.lit(0)).otherwise(F.lit(1))
+    parts = [*dialect.position(source), rank, F.col("partition"), F.col("offset")]
+    return F.array(*[F.coalesce(p.cast("decimal(38,0)"), F.lit(0).cast("decimal(38,0)")) for p in parts])
+
+
+def _header(name: str) -> Column:
+    match = F.filter(F.col("headers"), lambda h: h["key"] == F.lit(name))
+    return F.get(match, 0)["value"].cast("string")
+
+
+def _corrupt_reason(parsed: Column) -> Column:
+    return F.when(F.try_parse_json(F.col("value")).isNull(), F.lit("invalid_json")).otherwise(F.lit("type_mismatch"))
+
+
+def _dead(frame: DataFrame, reason: Column | str) -> DataFrame:
+    reason_col = F.lit(reason) if isinstance(reason, str) else reason
+    return frame.select("topic", "partition", "offset", "key", "value", reason_col.alias("reason"))
+
+
+# -- discovery ------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Group:
+    topic: str
+    schema_hash: int | None
+    records: int
+    tombstones: int
+    last_offset: int
+    samples: list[Any]
+    key_sample: Any
+
+
+@dataclass
+class _Topic:
+    name: str
+    groups: list[_Group] = field(default_factory=list)
+
+    @property
+    def records(self) -> int:
+        return sum(g.records for g in self.groups)
+
+    @property
+    def tombstones(self) -> int:
+        return sum(g.tombstones for g in self.groups)
+
+
+def _schema_text(value: Column) -> Column:
+    head = F.lit('{"' + f.SCHEMA + '":')
+    cut = F.locate(',"' + f.PAYLOAD + '":', value)
+    fast = F.substring(value, F.length(head) + 1, cut - F.length(head) - 1)
+    return F.when(value.startswith(head) & (cut > 0), fast).otherwise(F.get_json_object(value, "$." + f.SCHEMA))
+
+
+def _discover(recs: DataFrame, options: DecodeOptions) -> dict[str, _Topic]:
+    value = F.col("value")
+    schema_hash = F.xxhash64(_schema_text(value)) if options.value_schemas_enabled else F.lit(None).cast("long")
+    score = F.when(value.startswith("{"), F.col("offset"))
+    rows = (
+        recs.groupBy("topic", schema_hash.alias("schema_hash"))
+        .agg(
+            F.count(F.lit(1)).alias("records"),
+            F.sum(value.isNull().cast("long")).alias("tombstones"),
+            F.max("offset").alias("last_offset"),
+            F.max_by(value, score).alias("sample_last"),
+            F.min_by(value, score).alias("sample_first"),
+            F.max_by(F.col("key"), F.when(F.col("key").isNotNull() & value.isNotNull(), F.col("offset"))).alias(
+                "key_sample"
+            ),
+        )
+        .collect()
+    )
+    topics: dict[str, _Topic] = {}
+    for row in rows:
+        samples = []
+        for text in (row["sample_last"], row["sample_first"]):
+            try:
+                samples.append(json.loads(text)) if text else None
+            except ValueError:
+                continue
+        key_sample = None
+        if row["key_sample"]:
+            try:
+                key_sample = json.loads(row["key_sample"])
+            except ValueError:
+                key_sample = None
+        topics.setdefault(row["topic"], _Topic(row["topic"])).groups.append(
+            _Group(
+                row["topic"],
+                row["schema_hash"],
+                int(row["records"]),
+                int(row["tombstones"] or 0),
+                int(row["last_offset"] or 0),
+                samples,
+                key_sample,
+            )
+        )
+    for topic in topics.values():
+        topic.groups.sort(key=lambda g: g.last_offset)
+    return topics
+
+
+def _unwrap(sample: Any, schemas: bool) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    if not isinstance(sample, dict):
+        return None, None
+    if schemas and f.PAYLOAD in sample:
+        payload, schema = sample.get(f.PAYLOAD), sample.get(f.SCHEMA)
+        return (payload if isinstance(payload, dict) else None), (schema if isinstance(schema, dict) else None)
+    return sample, None
+
+
+def _classify(topic: str, payload: dict[str, Any]) -> str | None:
+    if topic.endswith(f.TRANSACTION_TOPIC_SUFFIX) and f.TX_STATUS in payload:
+        return "transaction"
+    if f.OP in payload or f.AFTER in payload or f.BEFORE in payload:
+        return "data"
+    if f.TX_STATUS in payload and f.TX_ID in payload:
+        return "transaction"
+    if f.SC_DDL in payload or f.SC_TABLE_CHANGES in payload or f.SC_DATABASE_NAME in payload:
+        return "schema_change"
+    return None
+
+
+def _infer_connector(source: dict[str, Any]) -> str | None:
+    if source.get(f.SRC_CONNECTOR):
+        return str(source[f.SRC_CONNECTOR])
+    if f.SRC_FILE in source:
+        return "mysql"
+    if f.SRC_COMMIT_LSN in source:
+        return "informix"
+    if f.SRC_ORD in source:
+        return "mongodb"
+    if f.SRC_LSN in source:
+        return "postgresql"
+    return None
+
+
+# -- data topics ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _DataTopic:
+    topic: str
+    table_id: TableId
+    dialect: Dialect
+    plan: RowPlan | None
+    key_columns: tuple[str, ...]
+    versions: int
+    signal: bool
+
+
+def _row_fields_from_schema(schema: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+    for fld in (schema or {}).get(f.SCHEMA_FIELDS) or []:
+        if fld.get(f.SCHEMA_FIELD) in (f.AFTER, f.BEFORE) and fld.get(f.SCHEMA_TYPE) == "struct":
+            return list(fld.get(f.SCHEMA_FIELDS) or [])
+    return None
+
+
+def _key_columns(key: Any, schemas: bool) -> tuple[str, ...]:
+    if not isinstance(key, dict):
+        return ()
+    if schemas and isinstance(key.get(f.SCHEMA), dict):
+        return tuple(fld[f.SCHEMA_FIELD] for fld in key[f.SCHEMA].get(f.SCHEMA_FIELDS) or [])
+    payload = key.get(f.PAYLOAD, key) if schemas else key
+    return tuple(payload) if isinstance(payload, dict) else ()
+
+
+def _envelope_wire(dialect: Dialect, plan: RowPlan | None) -> T.StructType:
+    row: T.DataType = _S if dialect.document_store or plan is None else plan.wire
+    fields_ = [
+        T.StructField(f.BEFORE, row),
+        T.StructField(f.AFTER, row),
+        T.StructField(f.SOURCE, SOURCE_WIRE),
+        T.StructField(f.OP, _S),
+        T.StructField(f.TS_MS, _S),
+        T.StructField(f.TRANSACTION, TRANSACTION_WIRE),
+        T.StructField(
+            f.MESSAGE, T.StructType([T.StructField(f.MESSAGE_PREFIX, _S), T.StructField(f.MESSAGE_CONTENT, _S)])
+        ),
+    ]
+    if dialect.document_store:
+        fields_ += [
+            T.StructField(f.PATCH, _S),
+            T.StructField(f.FILTER, _S),
+            T.StructField(f.UPDATE_DESCRIPTION, UPDATE_DESCRIPTION_WIRE),
+        ]
+    return T.StructType(fields_)
+
+
+def _parse(frame: DataFrame, wire: T.StructType, schemas: bool) -> tuple[DataFrame, Column]:
+    """Parse ``value`` once; returns the frame with ``_j`` and the column of the payload inside it."""
+    if schemas:
+        schema = T.StructType([T.StructField(f.PAYLOAD, wire), T.StructField(_CORRUPT, _S)])
+    else:
+        schema = T.StructType([*wire.fields, T.StructField(_CORRUPT, _S)])
+    parsed = frame.select("*", F.from_json(F.col("value"), schema, _JSON_OPTIONS).alias("_j"))
+    env = F.col("_j." + f.PAYLOAD) if schemas else F.col("_j")
+    return parsed, env
+
+
+def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions) -> tuple[DataFrame, DataFrame]:
+    dialect, plan = dt.dialect, dt.plan
+    frame = recs.where((F.col("topic") == F.lit(dt.topic)) & F.col("value").isNotNull())
+    parsed, env = _parse(frame, _envelope_wire(dialect, plan), options.value_schemas_enabled)
+    op, source = env[f.OP], env[f.SOURCE]
+    before, after = env[f.BEFORE], env[f.AFTER]
+    image = F.when(op == F.lit("d"), before).otherwise(after)
+
+    invalid = F.lit(False)
+    if plan is not None and not dialect.document_store:
+        for name, col_plan in plan.columns:
+            if col_plan.invalid is not None:
+                invalid = invalid | F.coalesce(col_plan.invalid(image[name]), F.lit(False))
+                if options.include_before:
+                    invalid = invalid | F.coalesce(col_plan.invalid(before[name]), F.lit(False))
+    reason = (
+        F.when(F.col("_j." + _CORRUPT).isNotNull(), _corrupt_reason(F.col("_j")))
+        .when(env.isNull(), F.lit("missing_payload"))
+        .when(op.isNull(), F.lit("missing_op"))
+        .when(~op.isin(*_OPS), F.lit("unknown_op"))
+        .when(
+            F.lower(F.coalesce(source[f.SRC_CONNECTOR], F.lit(dialect.name))).isin(*dialect.connectors) == F.lit(False),
+            F.lit("unsupported_connector"),
+        )
+        .when(invalid, F.lit("unrepresentable_value"))
+    )
+    staged = parsed.withColumn("_reason", reason)
+    dead = _dead(staged.where(F.col("_reason").isNotNull()), F.col("_reason"))
+    good = staged.where(F.col("_reason").isNull())
+
+    snapshot = snapshot_expr(source[f.SRC_SNAPSHOT])
+    data_cols: list[Column] = []
+    keep = F.array().cast("array<string>")
+    if dialect.document_store:
+        key_id = F.get_json_object(
+            F.col("key"), "$." + (f.PAYLOAD + "." if options.key_schemas_enabled else "") + f.MONGO_KEY_ID
+        )
+        data_cols = [key_id.alias(f.MONGO_KEY_ID), image.alias("document")]
+    elif plan is not None:
+        placeholders = []
+        for name, col_plan in plan.columns:
+            value = col_plan.convert(image[name])
+            if dialect.has_unavailable_placeholder and col_plan.placeholder is not None:
+                hit = F.coalesce(col_plan.placeholder(image[name]), F.lit(False))
+                value = F.when(hit, F.lit(None).cast(col_plan.spark)).otherwise(value)
+                placeholders.append(F.when(hit, F.lit(name)))
+            data_cols.append(value.cast(col_plan.spark).alias(name, metadata=col_plan.metadata))
+        if placeholders:
+            keep = F.filter(F.array(*placeholders), lambda x: x.isNotNull())
+    tx = env[f.TRANSACTION]
+    meta_cols = [
+        op.alias("_cdc_op"),
+        position_expr(dialect, source, snapshot).alias("_cdc_position"),
+        _source_ts(source).alias("_cdc_source_ts"),
+        tx[f.TX_ID].alias("_cdc_tx_id"),
+        _long(tx[f.TX_TOTAL_ORDER]).alias("_cdc_tx_total_order"),
+        _long(tx[f.TX_DATA_COLLECTION_ORDER]).alias("_cdc_tx_data_collection_order"),
+        F.col("topic").alias("_cdc_topic"),
+        F.col("partition").alias("_cdc_partition"),
+        F.col("offset").alias("_cdc_offset"),
+        F.col("timestamp").alias("_cdc_kafka_ts"),
+        snapshot.alias("_cdc_snapshot"),
+        F.lower(source[f.SRC_CONNECTOR]).alias("_cdc_connector"),
+        source[f.SRC_DB].alias("_cdc_db"),
+        source[f.SRC_SCHEMA].alias("_cdc_schema"),
+        F.coalesce(source[f.SRC_TABLE], source[f.SRC_COLLECTION]).alias("_cdc_table"),
+        keep.alias("_cdc_keep_columns"),
+        _header(f.HEADER_OLD_KEY).alias("_cdc_old_key"),
+        _header(f.HEADER_NEW_KEY).alias("_cdc_new_key"),
+        F.col("key").alias("_cdc_key"),
+    ]
+    if dialect.document_store:
+        upd = env[f.UPDATE_DESCRIPTION]
+        meta_cols += [
+            before.alias("_cdc_before"),
+            env[f.PATCH].alias("_cdc_patch"),
+            env[f.FILTER].alias("_cdc_filter"),
+            upd[f.UPDATED_FIELDS].alias("_cdc_updated_fields"),
+            upd[f.REMOVED_FIELDS].alias("_cdc_removed_fields"),
+            upd[f.TRUNCATED_ARRAYS].alias("_cdc_truncated_arrays"),
+        ]
+    elif plan is not None and options.include_before:
+        before_struct = F.struct(*[p.convert(before[n]).cast(p.spark).alias(n) for n, p in plan.columns])
+        meta_cols.append(F.when(before.isNull(), F.lit(None)).otherwise(before_struct).alias("_cdc_before"))
+    if dialect.has_unavailable_placeholder:
+        message = env[f.MESSAGE]
+        meta_cols += [
+            message[f.MESSAGE_PREFIX].alias("_cdc_message_prefix"),
+            F.try_to_binary(message[f.MESSAGE_CONTENT], F.lit("base64")).alias("_cdc_message_content"),
+        ]
+    return good.select(*data_cols, *meta_cols), dead
+
+
+def _decode_signal_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions) -> DataFrame:
+    path = "$." + (f.PAYLOAD + "." if options.value_schemas_enabled else "") + "after.type"
+    kind = F.get_json_object(F.col("value"), path)
+    frame = recs.where((F.col("topic") == F.lit(dt.topic)) & F.col("value").isNotNull())
+    return frame.select(
+        F.coalesce(kind.isin(f.SIGNAL_WINDOW_OPEN, f.SIGNAL_WINDOW_CLOSE), F.lit(False)).alias("_watermark")
+    )
+
+
+# -- transactions and schema changes --------------------------------------------------------------------------------
+
+
+def _decode_transactions(recs: DataFrame, topics: list[str], options: DecodeOptions) -> tuple[DataFrame, DataFrame]:
+    frame = (
+        recs.where(F.col("topic").isin(*topics) & F.col("value").isNotNull()) if topics else recs.where(F.lit(False))
+    )
+    parsed, env = _parse(frame, TX_EVENT_WIRE, options.value_schemas_enabled)
+    status = F.upper(env[f.TX_STATUS])
+    reason = (
+        F.when(F.col("_j." + _CORRUPT).isNotNull(), _corrupt_reason(F.col("_j")))
+        .when(env.isNull(), F.lit("missing_payload"))
+        .when(~F.coalesce(status.isin(f.TX_STATUS_BEGIN, f.TX_STATUS_END), F.lit(False)), F.lit("unknown_tx_status"))
+        .when(env[f.TX_ID].isNull(), F.lit("missing_tx_id"))
+    )
+    staged = parsed.withColumn("_reason", reason)
+    collections = F.transform(
+        env[f.TX_DATA_COLLECTIONS],
+        lambda c: F.struct(
+            c[f.TX_DATA_COLLECTION].alias("data_collection"), _long(c[f.TX_EVENT_COUNT]).alias("event_count")
+        ),
+    )
+    good = staged.where(F.col("_reason").isNull()).select(
+        F.col("topic"),
+        F.col("partition"),
+        F.col("offset"),
+        F.col("timestamp").alias("kafka_ts"),
+        F.regexp_replace(F.col("topic"), r"\.transaction$", "").alias("server"),
+        status.alias("status"),
+        env[f.TX_ID].alias("id"),
+        _long(env[f.TX_EVENT_COUNT]).alias("event_count"),
+        collections.alias("data_collections"),
+        F.timestamp_millis(_long(env[f.TS_MS])).alias("ts"),
+    )
+    return good, _dead(staged.where(F.col("_reason").isNotNull()), F.col("_reason"))
+
+
+def _decode_schema_changes(
+    recs: DataFrame, topics: dict[str, Dialect | None], options: DecodeOptions
+) -> tuple[DataFrame, DataFrame]:
+    names = list(topics)
+    frame = recs.where(F.col("topic").isin(*names) & F.col("value").isNotNull()) if names else recs.where(F.lit(False))
+    parsed, env = _parse(frame, SCHEMA_CHANGE_WIRE, options.value_schemas_enabled)
+    source = env[f.SOURCE]
+    reason = (
+        F.when(F.col("_j." + _CORRUPT).isNotNull(), _corrupt_reason(F.col("_j")))
+        .when(env.isNull(), F.lit("missing_payload"))
+        .when(env[f.SC_DDL].isNull() & env[f.SC_TABLE_CHANGES].isNull(), F.lit("missing_ddl"))
+    )
+    position: Column = F.lit(None).cast("array<decimal(38,0)>")
+    connector: Column = F.lower(source[f.SRC_CONNECTOR])
+    for topic, dialect in topics.items():
+        if dialect is not None:
+            is_topic = F.col("topic") == F.lit(topic)
+            position = F.when(
+                is_topic, position_expr(dialect, source, snapshot_expr(source[f.SRC_SNAPSHOT]))
+            ).otherwise(position)
+            connector = F.coalesce(connector, F.when(is_topic, F.lit(dialect.name)))
+    staged = parsed.withColumn("_reason", reason)
+    good = staged.where(F.col("_reason").isNull()).select(
+        F.col("topic"),
+        F.col("partition"),
+        F.col("offset"),
+        F.col("timestamp").alias("kafka_ts"),
+        F.coalesce(source[f.SRC_NAME], F.col("topic")).alias("server"),
+        connector.alias("connector"),
+        env[f.SC_DATABASE_NAME].alias("database_name"),
+        env[f.SC_SCHEMA_NAME].alias("schema_name"),
+        env[f.SC_DDL].alias("ddl"),
+        env[f.SC_TABLE_CHANGES].alias("table_changes"),
+        _source_ts(source).alias("source_ts"),
+        F.timestamp_millis(_long(env[f.TS_MS])).alias("ts"),
+        position.alias("position"),
+    )
+    return good, _dead(staged.where(F.col("_reason").isNotNull()), F.col("_reason"))
+
+
+# -- entry point ----------------------------------------------------------------------------------------------------
+
+
+def decode_records(records: DataFrame, *, options: DecodeOptions) -> DecodedBatch:
+    """Decode a batch of Debezium Kafka records.
+
+    Pure: builds lazy DataFrames over ``records`` (one small discovery job collects per-topic schema samples to
+    the driver). Callers that consume several outputs should ``persist()`` ``records`` first.
+
+    Args:
+        records: ``topic, partition, offset, timestamp, key, value, headers`` as Spark's Kafka source gives them
+            (``includeHeaders=true``); key/value may be binary or string.
+        options: converter settings, topic prefix, schema source, signal tables.
+
+    Returns:
+        The decoded tables and side outputs.
+
+    Raises:
+        ConfigError: Avro requested (not implemented) or the session time zone is not UTC.
+    """
+    if RecordFormat.AVRO in (options.key_format, options.value_format):
+        raise ConfigError("value_format/key_format 'avro' is not implemented; use the JsonConverter")
+    zone = records.sparkSession.conf.get("spark.sql.session.timeZone")
+    if zone not in ("UTC", "Etc/UTC", "Z", "+00:00"):
+        raise ConfigError(
+            f"spark.sql.session.timeZone is {zone!r}; decoding needs UTC (build the session with build_spark_session)"
+        )
+    recs = normalise_records(records)
+    topics = _discover(recs, options)
+    schemas = options.value_schemas_enabled
+
+    counts: dict[str, int] = defaultdict(int)
+    tx_topics: list[str] = []
+    sc_topics: dict[str, Dialect | None] = {}
+    data_topics: list[_DataTopic] = []
+    dead_frames: list[DataFrame] = []
+    prefixes: set[str] = {options.topic_prefix} if options.topic_prefix else set()
+
+    for topic in topics.values():
+        counts["tombstones"] += topic.tombstones
+        if topic.name.startswith(f.HEARTBEAT_TOPIC_PREFIX):
+            counts["heartbeats"] += topic.records - topic.tombstones
+            prefixes.add(topic.name[len(f.HEARTBEAT_TOPIC_PREFIX) :])
+            continue
+        unwrapped = [_unwrap(s, schemas) for g in reversed(topic.groups) for s in g.samples]
+        kinds = [_classify(topic.name, p) for p, _ in unwrapped if p is not None]
+        kind = next((k for k in kinds if k), None)
+        if topic.records == topic.tombstones:
+            continue
+        if kind == "transaction":
+            tx_topics.append(topic.name)
+            prefixes.add(topic.name.removesuffix(f.TRANSACTION_TOPIC_SUFFIX))
+            continue
+        if kind == "schema_change":
+            source = next((p.get(f.SOURCE) for p, _ in unwrapped if p and isinstance(p.get(f.SOURCE), dict)), {})
+            try:
+                sc_topics[topic.name] = get_dialect(_infer_connector(source or {}))
+            except UnsupportedDialectError:
+                sc_topics[topic.name] = None
+            continue
+        if kind != "data":
+            dead_frames.append(
+                _dead(
+                    recs.where((F.col("topic") == topic.name) & F.col("value").isNotNull()),
+                    _corrupt_or("unrecognised_record"),
+                )
+            )
+            continue
+        try:
+            data_topics.append(_plan_data_topic(topic, unwrapped, options))
+        except (UnsupportedDialectError, ConnectSchemaError, _NoSchema) as exc:
+            reason = {
+                UnsupportedDialectError: "unsupported_connector",
+                ConnectSchemaError: "schema_error",
+                _NoSchema: "no_schema",
+            }[type(exc)]
+            logger.warning("topic %s: all records dead-lettered (%s): %s", topic.name, reason, exc)
+            dead_frames.append(
+                _dead(recs.where((F.col("topic") == topic.name) & F.col("value").isNotNull()), _corrupt_or(reason))
+            )
+
+    tables: dict[TableId, DataFrame] = {}
+    info: dict[TableId, TableInfo] = {}
+    signal_frames: list[DataFrame] = []
+    for dt in data_topics:
+        if dt.signal:
+            signal_frames.append(_decode_signal_topic(recs, dt, options))
+            continue
+        good, dead = _decode_data_topic(recs, dt, options)
+        dead_frames.append(dead)
+        if dt.table_id in tables:
+            tables[dt.table_id] = tables[dt.table_id].unionByName(good, allowMissingColumns=True)
+            old = info[dt.table_id]
+            info[dt.table_id] = TableInfo(
+                dt.table_id, old.connector, (*old.topics, dt.topic), old.key_columns, old.schema, old.schema_versions
+            )
+            continue
+        tables[dt.table_id] = good
+        if dt.dialect.document_store:
+            spark_schema = T.StructType(
+                [
+                    T.StructField(f.MONGO_KEY_ID, _S, True, {"cdc.connect.type": "string"}),
+                    T.StructField("document", _S, True, {"cdc.connect.type": "string", "cdc.logical.type": f.DBZ_JSON}),
+                ]
+            )
+        else:
+            spark_schema = dt.plan.spark if dt.plan else T.StructType([])
+        info[dt.table_id] = TableInfo(
+            dt.table_id, dt.dialect.name, (dt.topic,), dt.key_columns, spark_schema, dt.versions
+        )
+
+    transactions, tx_dead = _decode_transactions(recs, tx_topics, options)
+    schema_changes, sc_dead = _decode_schema_changes(recs, sc_topics, options)
+    dead_letters = _dead(recs.where(F.lit(False)), F.lit(None).cast("string"))
+    for frame in [*dead_frames, tx_dead, sc_dead]:
+        dead_letters = dead_letters.unionByName(frame)
+    counts.setdefault("heartbeats", 0)
+    counts.setdefault("tombstones", 0)
+    logger.info(
+        "decoded batch: %s tables, %s transaction topics, %s schema change topics, prefixes %s",
+        len(tables),
+        len(tx_topics),
+        len(sc_topics),
+        sorted(prefixes),
+    )
+    return DecodedBatch(tables, info, transactions, schema_changes, dead_letters, dict(counts), signal_frames)
+
+
+class _NoSchema(Exception):
+    pass
+
+
+def _corrupt_or(reason: str) -> Column:
+    return F.when(F.try_parse_json(F.col("value")).isNull(), F.lit("invalid_json")).otherwise(F.lit(reason))
+
+
+def _plan_data_topic(
+    topic: _Topic, unwrapped: list[tuple[dict[str, Any] | None, dict[str, Any] | None]], options: DecodeOptions
+) -> _DataTopic:
+    payloads = [p for p, _ in unwrapped if p is not None and _classify(topic.name, p) == "data"]
+    source = next((p[f.SOURCE] for p in payloads if isinstance(p.get(f.SOURCE), dict)), {})
+    dialect = get_dialect(_infer_connector(source))
+    server = source.get(f.SRC_NAME) or options.topic_prefix
+    namespace = dialect.namespace(source.get(f.SRC_DB), source.get(f.SRC_SCHEMA))
+    table = source.get(f.SRC_TABLE) or source.get(f.SRC_COLLECTION) or topic.name.rsplit(".", 1)[-1]
+    table_id = TableId(server=server, namespace=namespace, table=table)
+    qualified = f"{namespace}.{table}" if namespace else table
+    signal = qualified in options.signal_tables or table in options.signal_tables
+    key_sample = next((g.key_sample for g in reversed(topic.groups) if g.key_sample is not None), None)
+    if dialect.document_store:
+        return _DataTopic(topic.name, table_id, dialect, None, (f.MONGO_KEY_ID,), len(topic.groups), signal)
+    versions: list[list[dict[str, Any]]] = []
+    if options.value_schemas_enabled:
+        for group in topic.groups:  # oldest first
+            for sample in group.samples:
+                fields_ = _row_fields_from_schema(_unwrap(sample, True)[1])
+                if fields_ is not None:
+                    versions.append(fields_)
+                    break
+    if not versions:
+        fields_ = options.schema_source.row_fields(topic.name, qualified)
+        if fields_ is None:
+            if signal:
+                return _DataTopic(topic.name, table_id, dialect, None, (), 0, signal)
+            raise _NoSchema(f"no Connect schema in the records and none in the schema source for {qualified}")
+        versions.append(fields_)
+    plan = plan_row(merge_fields(versions), bits_byte_order=dialect.bits_byte_order)
+    key_columns = options.schema_source.key_columns(topic.name, qualified) or _key_columns(
+        key_sample, options.key_schemas_enabled
+    )
+    return _DataTopic(topic.name, table_id, dialect, plan, key_columns, len(versions), signal)

@@ -1,0 +1,145 @@
+"""Malformed records become dead letters (the batch continues); positions order correctly."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+from decode_helpers import record, topic_of, value
+from pyspark.sql import SparkSession
+
+from cdclake.decode import ConnectSchemaSource, DecodeOptions, decode_records, records_from_dicts
+
+pytestmark = pytest.mark.spark
+
+FIELDS = [{"field": "id", "type": "int32"}, {"field": "n", "type": "int64"}]
+
+
+def test_malformed_records_are_dead_letters(spark: SparkSession) -> None:
+    topic = topic_of("mysql")
+    good = value("mysql", {"id": 1, "n": 2}, row_fields=FIELDS)
+    rows = [
+        record(topic, 0, good),
+        record(topic, 1, "this is not json"),
+        record(topic, 2, json.dumps({"schema": json.loads(good)["schema"]})),
+        record(topic, 3, value("mysql", {"id": "abc", "n": 2}, row_fields=FIELDS)),
+        record(topic, 4, value("mysql", {"id": 1, "n": 2}, op="x", row_fields=FIELDS)),
+        record("other.app.t", 0, value("mysql", {"id": 1}, row_fields=FIELDS, source={"connector": "oracle"})),
+    ]
+    batch = decode_records(records_from_dicts(spark, rows), options=DecodeOptions())
+    dead = sorted((r["topic"], r["offset"], r["reason"]) for r in batch.dead_letters.collect())
+    assert dead == [
+        ("my.app.t", 1, "invalid_json"),
+        ("my.app.t", 2, "missing_payload"),
+        ("my.app.t", 3, "type_mismatch"),
+        ("my.app.t", 4, "unknown_op"),
+        ("other.app.t", 0, "unsupported_connector"),
+    ]
+    (frame,) = batch.tables.values()
+    assert [(r["id"], r["n"]) for r in frame.collect()] == [(1, 2)]
+    assert batch.counts()["dead_letters"] == 5
+
+
+def test_decimal_without_scale_with_schemas_off_is_dead_lettered(spark: SparkSession) -> None:
+    topic = topic_of("mysql")
+    options = DecodeOptions(
+        value_schemas_enabled=False,
+        key_schemas_enabled=False,
+        schema_source=ConnectSchemaSource({topic: {"id": "int32", "price": "decimal"}}),
+    )
+    batch = decode_records(
+        records_from_dicts(spark, [record(topic, 0, value("mysql", {"id": 1, "price": "AQ=="}))]), options=options
+    )
+    assert batch.tables == {}
+    assert [r["reason"] for r in batch.dead_letters.collect()] == ["schema_error"]
+
+
+def test_schemas_off_without_schema_source_is_dead_lettered(spark: SparkSession) -> None:
+    topic = topic_of("postgresql")
+    batch = decode_records(
+        records_from_dicts(spark, [record(topic, 0, value("postgresql", {"id": 1}))]),
+        options=DecodeOptions(value_schemas_enabled=False),
+    )
+    assert [r["reason"] for r in batch.dead_letters.collect()] == ["no_schema"]
+
+
+def test_decimal_wider_than_16_bytes_is_dead_lettered(spark: SparkSession) -> None:
+    from cdclake.decode.reference import encode_unscaled
+
+    fields = [{"field": "id", "type": "int32"},
+              {"field": "x", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal",
+               "parameters": {"scale": "0", "connect.decimal.precision": "65"}}]  # fmt: skip
+    topic = topic_of("mysql")
+    batch = decode_records(
+        records_from_dicts(
+            spark, [record(topic, 0, value("mysql", {"id": 1, "x": encode_unscaled(10**40)}, row_fields=fields))]
+        ),
+        options=DecodeOptions(),
+    )
+    assert [r["reason"] for r in batch.dead_letters.collect()] == ["unrepresentable_value"]
+
+
+def _positions(spark: SparkSession, connector: str, events: list[tuple[dict[str, object], str, int]]) -> list[int]:
+    """Decode events (source overrides, op, kafka offset); return the offsets sorted by ``_cdc_position``."""
+    topic = topic_of(connector)
+    rows = [
+        record(topic, offset, value(connector, {"id": 1, "n": 0}, op=op, row_fields=FIELDS, source=src))
+        for src, op, offset in events
+    ]
+    batch = decode_records(records_from_dicts(spark, rows), options=DecodeOptions())
+    (frame,) = batch.tables.values()
+    return [r["_cdc_offset"] for r in frame.orderBy("_cdc_position").collect()]
+
+
+def test_postgres_orders_by_commit_lsn_then_lsn(spark: SparkSession) -> None:
+    events = [
+        ({"sequence": '["200","150"]', "lsn": 150}, "u", 0),  # later commit, earlier lsn
+        ({"sequence": '["100","180"]', "lsn": 180}, "u", 1),
+        ({"sequence": '["200","210"]', "lsn": 210}, "u", 2),
+    ]
+    assert _positions(spark, "postgresql", events) == [1, 0, 2]
+
+
+def test_binlog_file_rollover(spark: SparkSession) -> None:
+    events = [
+        ({"file": "mysql-bin.000010", "pos": 4}, "u", 0),
+        ({"file": "mysql-bin.000009", "pos": 9999}, "u", 1),
+        ({"file": "mysql-bin.000010", "pos": 4, "row": 1}, "u", 2),
+    ]
+    assert _positions(spark, "mysql", events) == [1, 0, 2]
+
+
+def test_informix_lsns_beyond_int64(spark: SparkSession) -> None:
+    big = 2**63 + 5
+    events = [
+        ({"commit_lsn": str(big + 1), "change_lsn": "1"}, "u", 0),
+        ({"commit_lsn": str(big), "change_lsn": str(big + 100)}, "u", 1),
+        ({"commit_lsn": "9", "change_lsn": "9"}, "u", 2),
+    ]
+    assert _positions(spark, "informix", events) == [2, 1, 0]
+    topic = topic_of("informix")
+    batch = decode_records(
+        records_from_dicts(spark, [record(topic, 0, value("informix", {"id": 1, "n": 0}, row_fields=FIELDS,
+                                                               source={"commit_lsn": str(big), "change_lsn": "7"}))]),
+        options=DecodeOptions(),
+    )  # fmt: skip
+    (frame,) = batch.tables.values()
+    assert frame.collect()[0]["_cdc_position"] == [Decimal(big), Decimal(7), Decimal(1), Decimal(0), Decimal(0)]
+
+
+@pytest.mark.parametrize("connector", ["postgresql", "mysql", "informix"])
+def test_incremental_snapshot_read_never_wins_over_later_streamed_change(spark: SparkSession, connector: str) -> None:
+    """The read carries the streaming position at window close; a streamed update delivered after it wins."""
+    events = [
+        ({"snapshot": "incremental"}, "r", 10),  # same source position as the update below
+        ({}, "u", 11),
+    ]
+    assert _positions(spark, connector, events) == [10, 11]
+    # an update *before* the read (older source position) loses to the read
+    older = {
+        "postgresql": {"sequence": '["1","1"]'},
+        "mysql": {"pos": 1},
+        "informix": {"commit_lsn": "1", "change_lsn": "1"},
+    }[connector]
+    assert _positions(spark, connector, [(older, "u", 9), ({"snapshot": "incremental"}, "r", 10)]) == [9, 10]

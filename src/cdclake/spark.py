@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cdclake.lake.catalog import LakeConfig
@@ -37,9 +38,14 @@ def spark_jars() -> list[str]:
     return [str(p) for p in jars_in("spark")]
 
 
+LOG4J2_CONF = Path(__file__).with_name("resources") / "log4j2-spark.properties"
+
+
 def session_conf(lake: LakeConfig, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Return the full Spark configuration for a cdclake session on ``lake`` (pure)."""
     conf = dict(BASE_CONF)
+    for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+        conf[key] = f"{conf[key]} -Dlog4j2.configurationFile={LOG4J2_CONF.as_uri()}"
     conf["spark.jars"] = ",".join(spark_jars())
     conf.update(lake.spark_conf())
     if extra:
@@ -70,6 +76,8 @@ def build_spark_session(
 
     lake = lake or LakeConfig.from_env()
     lake.ensure_dirs()
+    # the machine's hostname may resolve to a loopback address; say which one to bind instead of warning
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName(app_name)
     # Under spark-submit (which sets PYSPARK_GATEWAY_PORT) the master given to spark-submit wins.
     if master or not os.environ.get("PYSPARK_GATEWAY_PORT"):

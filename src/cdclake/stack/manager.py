@@ -168,7 +168,7 @@ class Stack:
         stopped = []
         for name in reversed(SERVICE_ORDER):
             service = self.services[name]
-            if service.process.stop(timeout_s=60 if name in ("postgres", "mariadb") else 30):
+            if service.process.stop(timeout_s=60):
                 stopped.append(name)
                 progress(name, "stopped")
         return stopped

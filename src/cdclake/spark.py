@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -78,6 +79,8 @@ def build_spark_session(
     lake.ensure_dirs()
     # the machine's hostname may resolve to a loopback address; say which one to bind instead of warning
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python workers (the MongoDB patch fold is a UDF) run the driver's interpreter, where cdclake is installed
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     # Under spark-submit (which sets PYSPARK_GATEWAY_PORT) the master given to spark-submit wins.
     if master or not os.environ.get("PYSPARK_GATEWAY_PORT"):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import socket
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,10 @@ pytestmark = pytest.mark.integration("stack")
 
 
 def _our_processes(state_dir: Path) -> list[str]:
+    markers = [str(state_dir)]
+    pointer = state_dir / "postgres.location"
+    if pointer.exists():  # PostgreSQL's data directory was relocated (see PostgresService.home)
+        markers.append(pointer.read_text().strip())
     found = []
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
@@ -29,7 +32,7 @@ def _our_processes(state_dir: Path) -> list[str]:
                 cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
-            if str(state_dir) in cmdline:
+            if any(m in cmdline for m in markers):
                 found.append(f"{proc.name}: {cmdline[:120]}")
     return found
 
@@ -41,12 +44,14 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def state_dir() -> Iterator[Path]:
-    # not under pytest's tmp_path: that is private to root, and PostgreSQL runs as the 'postgres' user
-    path = Path(tempfile.mkdtemp(prefix="cdclake-it-stack-"))
-    path.chmod(0o755)
+def state_dir(tmp_path: Path) -> Iterator[Path]:
+    # pytest's tmp_path is private to root: when run as root, PostgreSQL (run as the 'postgres' user)
+    # gets its data directory relocated under /var/lib/cdclake, which this also exercises
+    path = tmp_path / "stack"
     yield path
-    shutil.rmtree(path, ignore_errors=True)
+    pointer = path / "postgres.location"
+    if pointer.exists():
+        shutil.rmtree(Path(pointer.read_text().strip()).parent, ignore_errors=True)
 
 
 def test_up_is_idempotent_and_down_stops_everything(state_dir: Path) -> None:

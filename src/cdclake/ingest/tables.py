@@ -14,7 +14,7 @@ from pyspark.sql import types as T
 
 from cdclake.connectors.spec import LakeMode, LakeOptions, PartitionField, SchemaPolicy
 from cdclake.decode.batch import TableInfo
-from cdclake.ingest import apply
+from cdclake.ingest import apply, mongo
 from cdclake.ingest.naming import META_COLUMNS, META_NAMES, TOMBSTONE_SUFFIX, sql_name, table_identifier
 from cdclake.ingest.schema import SchemaEvolutionError, create_table_ddl, plan_evolution, spark_sql_type, storable
 
@@ -262,7 +262,15 @@ class TableApplier:
         truncated_at = self._handle_truncate(stats.truncate)
         events = apply.row_events(apply.drop_before_truncate(frame, truncated_at))
         keep = stats.keep
-        latest = apply.latest_per_key(events, keys, data_cols, keep)
+        if self.info.connector == "mongodb":
+            stored_docs = self.spark.table(self.name).select("id", "document")
+            latest = (
+                mongo.fold_documents(events, stored_docs)
+                .withColumn(apply.KEEP, F.array().cast("array<string>"))
+                .select(*data_cols, apply.KEEP, *[c for c in events.columns if c.startswith("_cdc_")])
+            )
+        else:
+            latest = apply.latest_per_key(events, keys, data_cols, keep)
         stored = self.spark.table(self.name).select(*[f"`{k}`" for k in keys], "_cdc_position")
         tombs = self.spark.table(self.tombstones).select(*[f"`{k}`" for k in keys], "_cdc_position")
         # materialised with its lineage cut: a MERGE whose source plan still scans the target table

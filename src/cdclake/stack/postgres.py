@@ -13,10 +13,13 @@ Roles (passwords generated into ``<state>/secrets.env``):
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pwd
 import shutil
+import stat
 import subprocess
+from pathlib import Path
 
 from cdclake.exceptions import StackError
 from cdclake.stack.base import Endpoint, Service
@@ -37,8 +40,29 @@ def _run_as() -> str | None:
     return "postgres"
 
 
+def _others_can_enter(path: Path) -> bool:
+    """True when every directory from ``/`` down to ``path`` can be entered by other users."""
+    for folder in (path, *path.parents):
+        try:
+            if folder.exists() and not folder.stat().st_mode & stat.S_IXOTH:
+                return False
+        except OSError:
+            return False
+    return True
+
+
 class PostgresService(Service):
     name = "postgres"
+
+    @property
+    def home(self) -> Path:
+        """``<state>/postgres``; when PostgreSQL must run as the ``postgres`` user but the state
+        directory sits below a private folder, ``/var/lib/cdclake/<id>/postgres`` instead."""
+        default = self.config.state_dir / self.name
+        if _run_as() is None or _others_can_enter(self.config.state_dir.parent):
+            return default
+        digest = hashlib.sha1(str(self.config.state_dir).encode()).hexdigest()[:12]
+        return Path("/var/lib/cdclake") / f"stack-{digest}" / self.name
 
     @property
     def data_dir(self):  # type: ignore[no-untyped-def]
@@ -63,6 +87,10 @@ class PostgresService(Service):
 
     def prepare(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
+        if self.home.parent != self.config.state_dir:
+            # relocated: make the parent enterable and leave a pointer in the state directory
+            self.home.parent.chmod(0o755)
+            (self.config.state_dir / "postgres.location").write_text(f"{self.home}\n")
         self.socket_dir.mkdir(parents=True, exist_ok=True)
         self._chown(self.home, self.socket_dir)
         if (self.data_dir / "PG_VERSION").exists():

@@ -219,22 +219,22 @@ def run_batch(
                 applier = TableApplier(spark, info, source.lake_options(table_id), batch_props)
                 frame = before_cuts(frame, cuts)
                 try:
-                    result = applier.apply(frame, batch_id)
+                    result = applier.apply(frame, batch_id, redo=redo)
                 except SchemaEvolutionError as exc:
                     if source.lake_options(table_id).schema_policy.value == "fail":
                         raise
                     result = TableResult(
                         table=applier.identifier, mode=applier.options.mode.value, quarantined=str(exc)
                     )
-                    _quarantine(spark, source, batch_id, applier.identifier, frame, raw, str(exc))
+                    _quarantine(spark, source, batch_id, applier.identifier, frame, raw, str(exc), redo)
                     logger.error("QUARANTINED %s: %s", applier.identifier, exc)
                 summary.tables[result.table] = result.as_dict()
                 checkpoint(f"table:{len(summary.tables)}")
                 logger.info("source %s batch %s table %s: %s", source.name, batch_id, result.table, result.as_dict())
         with timed("dead-letters"):
             dead = before_cuts(decoded.dead_letters, cuts, "topic", "partition", "offset")
-            summary.dead_lettered = _dead_letters(spark, source, batch_id, dead)
-            _transactions_audit(spark, tx_plan, source, batch_id)
+            summary.dead_lettered = _dead_letters(spark, source, batch_id, dead, redo)
+            _transactions_audit(spark, tx_plan, source, batch_id, redo)
         with timed("schema-audit"):
             ddls = table_ddls(decoded.schema_changes)
             data_columns = {
@@ -242,7 +242,7 @@ def run_batch(
                 for tid in decoded.tables
             }
             summary.schema_problems = unexplained(ddls, data_columns)
-            _schema_audit(spark, schema_audit_rows(source.name, batch_id, ddls, summary.tables), batch_id)
+            _schema_audit(spark, schema_audit_rows(source.name, batch_id, ddls, summary.tables), batch_id, redo)
         checkpoint("before-commit")
         with timed("commit"):
             ledger.append(BatchRecord(source.name, batch_id, seq, COMMITTED, ranges, next_offsets), summary.as_dict())
@@ -264,12 +264,12 @@ def _tx_summary(plan: TxPlan) -> dict[str, Any]:
     }
 
 
-def _transactions_audit(spark: SparkSession, plan: TxPlan, source: SourceConfig, batch_id: str) -> None:
+def _transactions_audit(spark: SparkSession, plan: TxPlan, source: SourceConfig, batch_id: str, redo: bool) -> None:
     rows = audit_rows(plan, source.name, batch_id)
     if not rows:
         return
     table = _audit_ddl(spark, "transactions", TRANSACTIONS_DDL)
-    if _already(spark, table, batch_id):
+    if _already(spark, table, batch_id, redo):
         return
     frame = spark.createDataFrame(rows, spark.table(table).drop("recorded_at").schema).withColumn(
         "recorded_at", F.current_timestamp()
@@ -294,11 +294,11 @@ def _transactions_audit(spark: SparkSession, plan: TxPlan, source: SourceConfig,
             )
 
 
-def _schema_audit(spark: SparkSession, rows: list[dict[str, Any]], batch_id: str) -> None:
+def _schema_audit(spark: SparkSession, rows: list[dict[str, Any]], batch_id: str, redo: bool) -> None:
     if not rows:
         return
     table = _audit_ddl(spark, "schema_changes", SCHEMA_CHANGES_DDL)
-    if _already(spark, table, batch_id):
+    if _already(spark, table, batch_id, redo):
         return
     frame = spark.createDataFrame(rows, spark.table(table).drop("recorded_at").schema).withColumn(
         "recorded_at", F.current_timestamp()
@@ -313,7 +313,9 @@ def _audit_ddl(spark: SparkSession, name: str, ddl: str) -> str:
     return table
 
 
-def _already(spark: SparkSession, table: str, batch_id: str) -> bool:
+def _already(spark: SparkSession, table: str, batch_id: str, redo: bool = True) -> bool:
+    if not redo:
+        return False
     return bool(
         spark.sql(
             f"SELECT count(*) AS n FROM {table}.snapshots WHERE summary['cdc.batch-id'] = '{batch_id}'"
@@ -321,12 +323,12 @@ def _already(spark: SparkSession, table: str, batch_id: str) -> bool:
     )
 
 
-def _dead_letters(spark: SparkSession, source: SourceConfig, batch_id: str, dead: DataFrame) -> int:
+def _dead_letters(spark: SparkSession, source: SourceConfig, batch_id: str, dead: DataFrame, redo: bool) -> int:
     count = dead.count()
     if not count:
         return 0
     table = _audit_ddl(spark, "dead_letters", DEAD_LETTERS_DDL)
-    if _already(spark, table, batch_id):
+    if _already(spark, table, batch_id, redo):
         return count
     out = dead.select(
         F.lit(source.name).alias("source"),
@@ -352,9 +354,10 @@ def _quarantine(
     frame: DataFrame,
     raw: DataFrame,
     reason: str,
+    redo: bool = True,
 ) -> None:
     table = _audit_ddl(spark, "quarantine", QUARANTINE_DDL)
-    if _already(spark, table, batch_id + ":" + identifier):
+    if _already(spark, table, batch_id + ":" + identifier, redo):
         return
     coords = frame.select(
         F.col("_cdc_topic").alias("topic"),

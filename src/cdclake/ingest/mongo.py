@@ -90,7 +90,7 @@ def fold_events(stored: str | None, events: list[Any]) -> tuple[str, str | None]
 
 
 @F.udf(returnType=FOLD_TYPE)
-def _fold_udf(stored: str | None, events: list[Any]) -> tuple[str, str | None]:
+def _fold_udf(stored, events):  # type: ignore[no-untyped-def]  # no hints: PySpark would read them as pandas-UDF hints
     ordered = sorted(events, key=lambda e: [int(x) for x in e["position"]])
     return fold_events(stored, ordered)
 

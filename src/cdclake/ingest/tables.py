@@ -197,7 +197,7 @@ class TableApplier:
             )
         return frame.select(*cols, *[F.col(c) for c in frame.columns if c.startswith("_cdc_")])
 
-    def apply(self, frame: DataFrame, batch_id: str) -> TableResult:
+    def apply(self, frame: DataFrame, batch_id: str, redo: bool = True) -> TableResult:
         """Apply the batch's change rows of this table.
 
         Raises:
@@ -211,7 +211,8 @@ class TableApplier:
             result.watermark = stats.watermark
             if not stats.events:  # everything held back (transaction-consistent mode) or nothing decoded
                 return result
-            if self.batch_already_applied(batch_id):
+            # only a redo of an interrupted batch can find its own commit already there
+            if redo and self.batch_already_applied(batch_id):
                 result.already_applied = True
                 return result
             result.schema_changes = self.ensure_table(self.storable_schema())

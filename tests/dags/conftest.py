@@ -40,8 +40,11 @@ def dag_bag() -> Iterator[Any]:
     from airflow.dag_processing.dagbag import DagBag
     from airflow.sdk import BaseHook, Variable
 
+    # the stubs guard parsing only: leaving them patched for the rest of the session would break every
+    # later test that resolves a connection
     with (
         mock.patch.object(BaseHook, "get_connection", _forbidden("BaseHook.get_connection")),
         mock.patch.object(Variable, "get", _forbidden("Variable.get")),
     ):
-        yield DagBag(dag_folder=str(DAGS_DIR))
+        bag = DagBag(dag_folder=str(DAGS_DIR))
+    yield bag

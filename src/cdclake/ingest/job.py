@@ -147,6 +147,7 @@ def run_batch(
     phases: dict[str, float] = {}
     timed = _Timer(phases)
     ledger = BatchLedger(spark, source.name)
+    latest: dict[tuple[str, int], int] | None = None  # partition ends, known for fresh batches only
     with timed("plan"):
         ledger.ensure()
         committed, pending = ledger.last()
@@ -241,7 +242,17 @@ def run_batch(
                 f"{tid.namespace}.{tid.table}": [f.name for f in decoded.table_info[tid].schema.fields]
                 for tid in decoded.tables
             }
-            summary.schema_problems = unexplained(ddls, data_columns)
+            names = {f"{tid.namespace}.{tid.table}": tid for tid in decoded.tables}
+            first_positions = {}
+            for ddl_table in {d.table for d in ddls} & set(names):
+                top = decoded.tables[names[ddl_table]].agg(F.min("_cdc_position").alias("p")).collect()[0]["p"]
+                if top is not None:
+                    first_positions[ddl_table] = [int(x) for x in top]
+            schema_topics = {r.topic: r for r in ranges if r.topic == source.topic_prefix}
+            complete = latest is not None and all(
+                latest.get((t, r.partition), r.end) <= r.end for t, r in schema_topics.items()
+            )
+            summary.schema_problems = unexplained(ddls, data_columns, first_positions, complete)
             _schema_audit(spark, schema_audit_rows(source.name, batch_id, ddls, summary.tables), batch_id, redo)
         checkpoint("before-commit")
         with timed("commit"):

@@ -66,13 +66,27 @@ def table_ddls(schema_changes: DataFrame) -> list[TableDdl]:
     return out
 
 
-def unexplained(ddls: Sequence[TableDdl], data_columns: Mapping[str, Sequence[str]]) -> list[str]:
+def unexplained(
+    ddls: Sequence[TableDdl],
+    data_columns: Mapping[str, Sequence[str]],
+    first_positions: Mapping[str, list[int]] | None = None,
+    schema_topic_complete: bool = True,
+) -> list[str]:
     """Problems: tables whose latest DDL's columns differ from the columns their data events carry (pure).
+
+    The comparison is only made when it is conclusive: the schema change topic was read to its end
+    in this batch (``schema_topic_complete``; a capped batch reads topics at different rates), and the
+    table's latest DDL precedes every one of its events in the batch (``first_positions``), so all
+    those events were written under that DDL.
 
     Args:
         ddls: table changes of the batch, in position order.
         data_columns: per table (``db.table``), the column names of its decoded data events.
+        first_positions: per table, the smallest ``_cdc_position`` of its events in the batch.
+        schema_topic_complete: whether the schema change topic was read up to its end.
     """
+    if not schema_topic_complete:
+        return []
     latest: dict[str, TableDdl] = {}
     for ddl in ddls:
         latest[ddl.table] = ddl
@@ -80,6 +94,9 @@ def unexplained(ddls: Sequence[TableDdl], data_columns: Mapping[str, Sequence[st
     for table, ddl in sorted(latest.items()):
         if ddl.change == "DROP" or table not in data_columns or not ddl.columns:
             continue
+        first = (first_positions or {}).get(table)
+        if first_positions is not None and (first is None or ddl.position is None or ddl.position[:3] >= first[:3]):
+            continue  # events from before the DDL are in the batch: inconclusive
         declared = {name for name, _ in ddl.columns}
         carried = set(data_columns[table])
         for column in sorted(declared - carried):

@@ -40,8 +40,13 @@ TX_SCHEMA = {
 }
 TYPES = {"int64": {"type": "int64"}, "int32": {"type": "int32"}, "string": {"type": "string"}}
 UNAVAILABLE = "__debezium_unavailable_value"
-#: Kafka timestamps are "now": transaction age limits measure from them
+#: Kafka timestamps are "now" when a record is produced: transaction age limits measure from them
 KAFKA_TS0 = int(time.time() * 1000)
+
+
+def kafka_now_ms() -> int:
+    """The Kafka timestamp of a record produced now (epoch ms)."""
+    return int(time.time() * 1000)
 
 
 @dataclass
@@ -125,7 +130,7 @@ class PgTable:
             "topic": self.topic,
             "partition": self.partition,
             "offset": self.offset,
-            "timestamp": KAFKA_TS0 + self.offset,
+            "timestamp": kafka_now_ms(),
             "key": key,
             "value": value,
             "headers": headers or [],
@@ -290,7 +295,7 @@ class TxLog:
                 "topic": f"{self.prefix}.transaction",
                 "partition": 0,
                 "offset": self.offset,
-                "timestamp": KAFKA_TS0 + self.offset,
+                "timestamp": kafka_now_ms(),
                 "key": key,
                 "value": json.dumps({"schema": schema, "payload": payload}),
                 "headers": [],

@@ -16,7 +16,7 @@ from cdclake.ingest.config import SourceConfig
 from cdclake.ingest.mongo import apply_patch, fold_events
 
 from .conftest import RunBatch
-from .events import KAFKA_TS0
+from .events import kafka_now_ms
 
 pytestmark = pytest.mark.spark
 
@@ -65,7 +65,7 @@ class Mongo:
                 "topic": f"{self.prefix}.demo.customers",
                 "partition": 0,
                 "offset": self.offset,
-                "timestamp": KAFKA_TS0 + self.offset,
+                "timestamp": kafka_now_ms(),
                 "key": json.dumps({"id": key}),
                 "value": json.dumps(value),
                 "headers": [],

@@ -43,3 +43,16 @@ def test_audit_rows_record_source_ddl_and_lake_evolution() -> None:
         ("demo.t", "source_alter", '["id INT", "a INT"]'),
         ("lake.maria.demo.t", "lake_evolution", "add_column a: - -> INT"),
     ]
+
+
+def test_inconclusive_comparisons_are_not_reported() -> None:
+    ddls = [_ddl("demo.t", ["id", "a", "b"], position=[7, 40, 0])]
+    events = {"demo.t": ["id", "a"]}
+    # events from before the DDL are in the batch (first event at pos 30 < DDL at 40): inconclusive
+    assert unexplained(ddls, events, first_positions={"demo.t": [7, 30, 0, 1, 0, 5]}) == []
+    # the schema topic was not read to its end (capped batch): inconclusive
+    assert unexplained(ddls, events, first_positions={"demo.t": [7, 50, 0, 1, 0, 9]}, schema_topic_complete=False) == []
+    # every event after the DDL, schema topic complete: a real mismatch
+    assert unexplained(ddls, events, first_positions={"demo.t": [7, 50, 0, 1, 0, 9]}) == [
+        "demo.t: column b declared by DDL at position [7, 40, 0] is missing from its events"
+    ]

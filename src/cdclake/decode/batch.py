@@ -61,8 +61,8 @@ class DecodedBatch:
 
         Returns:
             ``data:<table name>:<op>`` per table and op, ``data`` (all change rows), ``tombstones``,
-            ``heartbeats``, ``signals_skipped``, ``watermarks_skipped``, ``transactions``, ``schema_changes``,
-            ``dead_letters``.
+            ``heartbeats``, ``notifications_skipped``, ``schema_history_skipped``, ``signals_skipped``,
+            ``watermarks_skipped``, ``transactions``, ``schema_changes``, ``dead_letters``.
         """
         out = dict(self._static_counts)
         total = 0

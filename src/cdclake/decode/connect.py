@@ -1,7 +1,8 @@
 """Kafka Connect schema -> Spark: the ``from_json`` ("wire") type and a native conversion to the decoded type.
 
-Every conversion is a native Spark expression (no Python UDF). Values that cannot be represented (a decimal whose
-unscaled value needs more than 16 bytes) are flagged per row and sent to dead letters, never guessed.
+Every conversion is a native Spark expression (no Python UDF). Values that cannot be represented (a value too wide
+for its ``decimal(p<=38,s)`` column, invalid base64) are flagged per row and sent to dead letters, never guessed;
+string-typed decimals (precision > 38, VariableScaleDecimal) are exact at any width.
 See ``docs/decoding.md`` for the full mapping table.
 """
 
@@ -74,19 +75,101 @@ def unscaled_from_base64(column: Column) -> Column:
     return F.when(F.length(raw) <= _MAX_DECIMAL_BYTES, value)
 
 
+_LIMB_BITS = 28  # hex chunks of 7 digits: limb (< 10**9) * 2**28 + carry stays far below 2**63
+_LIMB_BASE = 10**9
+
+
+def _let(value: Column, body: Callable[[Column], Column]) -> Column:
+    """Evaluate ``value`` once and bind it for ``body`` (keeps large expressions from being duplicated)."""
+    return F.get(F.transform(F.array(value), body), 0)
+
+
+def _base64_magnitude_limbs(hexed: Column) -> Column:
+    """Hex of a big-endian two's-complement value -> ``struct<negative, digits>`` of its magnitude (exact)."""
+    negative = F.substring(hexed, 1, 1) >= F.lit("8")
+    magnitude_hex = F.when(negative, F.translate(hexed, "0123456789ABCDEF", "FEDCBA9876543210")).otherwise(hexed)
+    chunk = _LIMB_BITS // 4
+    n_chunks = F.greatest(F.ceil(F.length(hexed) / F.lit(chunk)), F.lit(1)).cast("int")
+    padded = F.lpad(magnitude_hex, n_chunks * F.lit(chunk), F.lit("0"))
+    chunks = F.transform(
+        F.sequence(F.lit(0), n_chunks - 1),
+        lambda i: (
+            F.conv(F.substring(padded, i * F.lit(chunk) + 1, chunk), 16, 10).cast("long")
+            + F.when(negative & (i == n_chunks - 1), F.lit(1)).otherwise(F.lit(0)).cast("long")
+        ),
+    )
+
+    def step(limbs: Column, value: Column) -> Column:  # limbs little-endian: limbs * 2**28 + value
+        start = F.struct(F.array().cast("array<bigint>").alias("out"), value.alias("carry"))
+
+        def mul_add(state: Column, limb: Column) -> Column:
+            return _let(
+                limb * F.lit(1 << _LIMB_BITS) + state["carry"],
+                lambda total: F.struct(
+                    F.array_append(state["out"], total % F.lit(_LIMB_BASE)).alias("out"),
+                    floor_div(total, _LIMB_BASE).alias("carry"),
+                ),
+            )
+
+        return F.aggregate(
+            limbs,
+            start,
+            mul_add,
+            lambda st: F.when(st["carry"] > 0, F.array_append(st["out"], st["carry"])).otherwise(st["out"]),
+        )
+
+    def render(limbs: Column) -> Column:  # big-endian limbs -> digits
+        rest = F.transform(
+            F.slice(limbs, 2, F.greatest(F.size(limbs) - 1, F.lit(1))), lambda x: F.lpad(x.cast("string"), 9, "0")
+        )
+        text = F.concat(F.get(limbs, 0).cast("string"), F.array_join(rest, ""))
+        return F.regexp_replace(text, "^0+(?=[0-9])", "")
+
+    digits = _let(F.reverse(F.aggregate(chunks, F.array(F.lit(0).cast("long")), step)), render)
+    return F.struct(negative.alias("negative"), digits.alias("digits"))
+
+
+def unscaled_digits_from_base64(column: Column) -> Column:
+    """base64 big-endian two's-complement of ANY width -> ``struct<negative boolean, digits string>`` (exact).
+
+    Native and exact for arbitrarily wide values (used where ``decimal(38,0)`` cannot hold the unscaled value):
+    the magnitude (for negatives: bitwise complement + 1) is folded 28 bits at a time into an array of base-10**9
+    limbs with ``aggregate``; the limbs are then rendered as decimal digits. ``null`` when the input is null, empty
+    or not base64.
+    """
+    return _let(
+        F.hex(F.try_to_binary(column, F.lit("base64"))), lambda h: F.when(F.length(h) > 0, _base64_magnitude_limbs(h))
+    )
+
+
+def wide_decimal_string(column: Column, scale: Column) -> Column:
+    """base64 unscaled value of any width + scale -> exact plain decimal string (fast path when it fits 16 bytes)."""
+
+    def slow(wide: Column) -> Column:
+        sign = F.when(wide["negative"], F.lit("-")).otherwise(F.lit(""))
+        return F.when(wide.isNotNull() & scale.isNotNull(), _plain_from_digits(sign, wide["digits"], scale))
+
+    fast = plain_decimal_string(unscaled_from_base64(column), scale)
+    return F.coalesce(fast, _let(unscaled_digits_from_base64(column), slow))
+
+
 def plain_decimal_string(unscaled: Column, scale: Column) -> Column:
     """Render ``unscaled * 10**-scale`` exactly as a plain decimal string (no exponent)."""
     digits = F.regexp_replace(unscaled.cast("string"), "^-", "")
     sign = F.when(unscaled < 0, F.lit("-")).otherwise(F.lit(""))
+    return F.when(unscaled.isNull() | scale.isNull(), F.lit(None).cast("string")).otherwise(
+        _plain_from_digits(sign, digits, scale)
+    )
+
+
+def _plain_from_digits(sign: Column, digits: Column, scale: Column) -> Column:
+    """``sign`` ("" or "-") + unsigned ``digits`` scaled by ``10**-scale`` -> plain decimal string."""
+    zero = digits == F.lit("0")
     padded = F.lpad(digits, F.greatest(F.length(digits), scale + 1), F.lit("0"))
     split = F.length(padded) - scale
     fractional = F.concat(sign, F.substring(padded, F.lit(1), split), F.lit("."), F.substring(padded, split + 1, scale))
-    integral = F.concat(sign, digits, F.when(unscaled == 0, F.lit("")).otherwise(F.repeat(F.lit("0"), -scale)))
-    return (
-        F.when(unscaled.isNull() | scale.isNull(), F.lit(None).cast("string"))
-        .when(scale > 0, fractional)
-        .otherwise(integral)
-    )
+    integral = F.concat(sign, digits, F.when(zero, F.lit("")).otherwise(F.repeat(F.lit("0"), -scale)))
+    return F.when(scale > 0, fractional).otherwise(integral)
 
 
 def floor_div(column: Column, divisor: int) -> Column:
@@ -143,7 +226,7 @@ def _decimal_plan(schema: Mapping[str, Any], meta: dict[str, Any]) -> TypePlan:
     text: Converter = lambda c: plain_decimal_string(unscaled_from_base64(c), F.lit(scale))  # noqa: E731
     if precision is not None and precision > 38:
         target: T.DataType = T.StringType()
-        convert = text
+        convert = lambda c: wide_decimal_string(c, F.lit(scale))  # noqa: E731
     else:
         target = T.DecimalType(precision if precision is not None else 38, scale)
         if scale > target.precision:
@@ -163,7 +246,7 @@ def _vsd_plan(meta: dict[str, Any]) -> TypePlan:
     wire = T.StructType([T.StructField(f.VSD_SCALE, T.IntegerType()), T.StructField(f.VSD_VALUE, T.StringType())])
 
     def convert(c: Column) -> Column:
-        return plain_decimal_string(unscaled_from_base64(c[f.VSD_VALUE]), c[f.VSD_SCALE])
+        return wide_decimal_string(c[f.VSD_VALUE], c[f.VSD_SCALE])
 
     return TypePlan(wire, T.StringType(), convert, _not_null_but(convert), None, meta)
 

@@ -231,11 +231,26 @@ def _unwrap(sample: Any, schemas: bool) -> tuple[dict[str, Any] | None, dict[str
     return sample, None
 
 
+_NOTIFICATION_TOPIC_SUFFIX = ".notifications"
+_SCHEMA_HISTORY_TOPIC_SUFFIX = ".schema-history"
+_NOTIFICATION_FIELDS = ("id", "type", "aggregate_type")
+
+
 def _classify(topic: str, payload: dict[str, Any]) -> str | None:
     if topic.endswith(f.TRANSACTION_TOPIC_SUFFIX) and f.TX_STATUS in payload:
         return "transaction"
     if f.OP in payload or f.AFTER in payload or f.BEFORE in payload:
         return "data"
+    if all(k in payload for k in _NOTIFICATION_FIELDS):
+        # io.debezium.connector.common.Notification (sink channel, topic <prefix>.notifications)
+        return "notification"
+    source = payload.get(f.SOURCE)
+    if (f.SC_DDL in payload or f.SC_TABLE_CHANGES in payload) and (
+        topic.endswith(_SCHEMA_HISTORY_TOPIC_SUFFIX)
+        or (isinstance(payload.get("position"), dict) and isinstance(source, dict) and "server" in source)
+    ):
+        # the connector's internal schema history (raw JSON, never wrapped in schema/payload): not for consumers
+        return "schema_history"
     if f.TX_STATUS in payload and f.TX_ID in payload:
         return "transaction"
     if f.SC_DDL in payload or f.SC_TABLE_CHANGES in payload or f.SC_DATABASE_NAME in payload:
@@ -548,6 +563,11 @@ def decode_records(records: DataFrame, *, options: DecodeOptions) -> DecodedBatc
         kind = next((k for k in kinds if k), None)
         if topic.records == topic.tombstones:
             continue
+        if kind in ("notification", "schema_history"):
+            counts[f"{'notifications' if kind == 'notification' else 'schema_history'}_skipped"] += (
+                topic.records - topic.tombstones
+            )
+            continue
         if kind == "transaction":
             tx_topics.append(topic.name)
             prefixes.add(topic.name.removesuffix(f.TRANSACTION_TOPIC_SUFFIX))
@@ -615,8 +635,8 @@ def decode_records(records: DataFrame, *, options: DecodeOptions) -> DecodedBatc
     dead_letters = _dead(recs.where(F.lit(False)), F.lit(None).cast("string"))
     for frame in [*dead_frames, tx_dead, sc_dead]:
         dead_letters = dead_letters.unionByName(frame)
-    counts.setdefault("heartbeats", 0)
-    counts.setdefault("tombstones", 0)
+    for name in ("heartbeats", "tombstones", "notifications_skipped", "schema_history_skipped"):
+        counts.setdefault(name, 0)
     logger.info(
         "decoded batch: %s tables, %s transaction topics, %s schema change topics, prefixes %s",
         len(tables),

@@ -11,9 +11,9 @@ from cdclake.decode import DecodeOptions, decode_records, read_jsonl
 
 CAPTURES = sorted((Path(__file__).resolve().parents[2] / "fixtures" / "captures").glob("*_schemas.jsonl"))
 
-#: Known gaps (see docs/decoding.md "Known limitations"): Debezium notification and schema-history topics are
-#: not recognised yet, and a NUMERIC(50,10) value wider than 10**38 is dead-lettered instead of kept as a string.
-KNOWN_GAPS = {"unrecognised_record", "missing_payload", "unrepresentable_value"}
+#: Dead-letter reasons still expected from the live captures: none (notification and schema-history topics are
+#: skipped and counted, NUMERIC(50,10) / DECIMAL(65,10) decode losslessly to strings).
+KNOWN_GAPS: set[str] = set()
 
 
 @pytest.mark.spark
@@ -22,6 +22,10 @@ def test_capture_decodes(spark: SparkSession, path: Path) -> None:
     batch = decode_records(read_jsonl(spark, path), options=DecodeOptions())
     reasons = {r["reason"] for r in batch.dead_letters.collect()}
     assert reasons <= KNOWN_GAPS
+    counts = batch.counts()
+    assert counts["dead_letters"] == 0
+    assert counts["notifications_skipped"] == 4
+    assert counts["schema_history_skipped"] == (12 if path.name.startswith("mariadb") else 0)
     assert len(batch.tables) == 1
     (frame,) = batch.tables.values()
     assert frame.count() > 0

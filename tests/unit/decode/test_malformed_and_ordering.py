@@ -64,20 +64,23 @@ def test_schemas_off_without_schema_source_is_dead_lettered(spark: SparkSession)
     assert [r["reason"] for r in batch.dead_letters.collect()] == ["no_schema"]
 
 
-def test_decimal_wider_than_16_bytes_is_dead_lettered(spark: SparkSession) -> None:
+def test_decimal_wider_than_16_bytes_is_exact_string_or_dead_lettered(spark: SparkSession) -> None:
+    """p > 38 -> lossless string at any width; without precision (decimal(38,s)) a too-wide value is dead-lettered."""
     from cdclake.decode.reference import encode_unscaled
 
-    fields = [{"field": "id", "type": "int32"},
-              {"field": "x", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal",
-               "parameters": {"scale": "0", "connect.decimal.precision": "65"}}]  # fmt: skip
-    topic = topic_of("mysql")
-    batch = decode_records(
-        records_from_dicts(
-            spark, [record(topic, 0, value("mysql", {"id": 1, "x": encode_unscaled(10**40)}, row_fields=fields))]
-        ),
-        options=DecodeOptions(),
-    )
-    assert [r["reason"] for r in batch.dead_letters.collect()] == ["unrepresentable_value"]
+    def decode(params: dict[str, str], unscaled: int):  # noqa: ANN202
+        fields = [{"field": "id", "type": "int32"},
+                  {"field": "x", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal",
+                   "parameters": params}]  # fmt: skip
+        row = value("mysql", {"id": 1, "x": encode_unscaled(unscaled)}, row_fields=fields)
+        return decode_records(records_from_dicts(spark, [record(topic_of("mysql"), 0, row)]), options=DecodeOptions())
+
+    wide = decode({"scale": "2", "connect.decimal.precision": "65"}, -(10**60) - 7)
+    assert wide.dead_letters.count() == 0
+    (frame,) = wide.tables.values()
+    assert frame.collect()[0]["x"] == "-1" + "0" * 58 + ".07"
+    narrow = decode({"scale": "0"}, 10**40)
+    assert [r["reason"] for r in narrow.dead_letters.collect()] == ["unrepresentable_value"]
 
 
 def _positions(spark: SparkSession, connector: str, events: list[tuple[dict[str, object], str, int]]) -> list[int]:

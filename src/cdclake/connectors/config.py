@@ -154,6 +154,9 @@ def _generated_config(spec: ConnectorSpec, db: DatabaseEndpoint) -> dict[str, st
     if kind is not ConnectorKind.MONGODB:
         config[p.DECIMAL_HANDLING_MODE] = p.DECIMAL_HANDLING_MODE_DEFAULT
         config[p.TIME_PRECISION_MODE] = TIME_PRECISION_MODES[kind]
+        if kind in (ConnectorKind.MYSQL, ConnectorKind.MARIADB):
+            # the default ("long") turns BIGINT UNSIGNED values above 2^63-1 into negative numbers
+            config[p.BIGINT_UNSIGNED_HANDLING_MODE] = "precise"
 
     config[p.KEY_CONVERTER] = p.JSON_CONVERTER
     config[p.KEY_CONVERTER_SCHEMAS_ENABLE] = _stringify(spec.converters.key_schemas_enable)

@@ -27,6 +27,7 @@ TOMBSTONES_ON_DELETE = "tombstones.on.delete"
 DECIMAL_HANDLING_MODE = "decimal.handling.mode"
 DECIMAL_HANDLING_MODE_DEFAULT = "precise"
 TIME_PRECISION_MODE = "time.precision.mode"
+BIGINT_UNSIGNED_HANDLING_MODE = "bigint.unsigned.handling.mode"
 PROVIDE_TRANSACTION_METADATA = "provide.transaction.metadata"
 HEARTBEAT_INTERVAL_MS = "heartbeat.interval.ms"
 HEARTBEAT_INTERVAL_MS_DEFAULT = 10_000

@@ -85,6 +85,7 @@ def test_mariadb_config_exact() -> None:
         "tombstones.on.delete": "true",
         "decimal.handling.mode": "precise",
         "time.precision.mode": "adaptive_time_microseconds",
+        "bigint.unsigned.handling.mode": "precise",
         "key.converter": JSON,
         "key.converter.schemas.enable": "true",
         "value.converter": JSON,

@@ -253,7 +253,14 @@ def run_batch(
                 latest.get((t, r.partition), r.end) <= r.end for t, r in schema_topics.items()
             )
             summary.schema_problems = unexplained(ddls, data_columns, first_positions, complete)
-            _schema_audit(spark, schema_audit_rows(source.name, batch_id, ddls, summary.tables), batch_id, redo)
+            _append_audit_rows(
+                spark,
+                "schema_changes",
+                SCHEMA_CHANGES_DDL,
+                schema_audit_rows(source.name, batch_id, ddls, summary.tables),
+                batch_id,
+                redo,
+            )
         checkpoint("before-commit")
         with timed("commit"):
             ledger.append(BatchRecord(source.name, batch_id, seq, COMMITTED, ranges, next_offsets), summary.as_dict())
@@ -275,17 +282,23 @@ def _tx_summary(plan: TxPlan) -> dict[str, Any]:
     }
 
 
-def _transactions_audit(spark: SparkSession, plan: TxPlan, source: SourceConfig, batch_id: str, redo: bool) -> None:
-    rows = audit_rows(plan, source.name, batch_id)
+def _append_audit_rows(
+    spark: SparkSession, name: str, ddl: str, rows: list[dict[str, Any]], batch_id: str, redo: bool
+) -> None:
+    """Append ``rows`` (plus ``recorded_at``) to ``lake.cdc_audit.<name>`` once per batch."""
     if not rows:
         return
-    table = _audit_ddl(spark, "transactions", TRANSACTIONS_DDL)
+    table = _audit_ddl(spark, name, ddl)
     if _already(spark, table, batch_id, redo):
         return
     frame = spark.createDataFrame(rows, spark.table(table).drop("recorded_at").schema).withColumn(
         "recorded_at", F.current_timestamp()
     )
     frame.writeTo(table).option("snapshot-property.cdc.batch-id", batch_id).append()
+
+
+def _transactions_audit(spark: SparkSession, plan: TxPlan, source: SourceConfig, batch_id: str, redo: bool) -> None:
+    _append_audit_rows(spark, "transactions", TRANSACTIONS_DDL, audit_rows(plan, source.name, batch_id), batch_id, redo)
     for tx in plan.transactions.values():
         if tx.status is TxStatus.MISMATCHED:
             logger.error(
@@ -303,18 +316,6 @@ def _transactions_audit(spark: SparkSession, plan: TxPlan, source: SourceConfig,
                 source.max_incomplete_age_s,
                 tx.end_seen,
             )
-
-
-def _schema_audit(spark: SparkSession, rows: list[dict[str, Any]], batch_id: str, redo: bool) -> None:
-    if not rows:
-        return
-    table = _audit_ddl(spark, "schema_changes", SCHEMA_CHANGES_DDL)
-    if _already(spark, table, batch_id, redo):
-        return
-    frame = spark.createDataFrame(rows, spark.table(table).drop("recorded_at").schema).withColumn(
-        "recorded_at", F.current_timestamp()
-    )
-    frame.writeTo(table).option("snapshot-property.cdc.batch-id", batch_id).append()
 
 
 def _audit_ddl(spark: SparkSession, name: str, ddl: str) -> str:

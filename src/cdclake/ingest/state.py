@@ -120,7 +120,7 @@ class BatchLedger:
         """Append a row; returns its ``recorded_at`` (naive local time, as PySpark returns timestamps)."""
         from pyspark.sql import Row
 
-        recorded_at = rec.recorded_at or datetime.now().replace(microsecond=0)
+        recorded_at = rec.recorded_at or datetime.now()
 
         row = Row(
             source=rec.source,

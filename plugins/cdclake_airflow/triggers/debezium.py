@@ -103,6 +103,8 @@ class SnapshotNotificationTrigger(BaseTrigger):
                 if outcome is not None:
                     status = "completed" if outcome else "aborted"
                     log.info("Snapshot of signal %s %s (topic %s)", self.signal_id, status, self.topic)
+                    # release the consumer before handing over the event: the generator may never be resumed
+                    await self.cleanup()
                     yield TriggerEvent({"status": status, "signal_id": self.signal_id, "topic": self.topic})
                     return
                 if not messages:

@@ -153,6 +153,21 @@ def wide_decimal_string(column: Column, scale: Column) -> Column:
     return F.coalesce(fast, _let(unscaled_digits_from_base64(column), slow))
 
 
+def scaled_decimal(unscaled: Column, precision: int, scale: int) -> Column | None:
+    """``unscaled * 10**-scale`` as ``decimal(precision, scale)`` by exact decimal arithmetic; ``null`` if too wide.
+
+    Exact whenever ``precision + scale <= 37`` (the product ``decimal(precision,0) * decimal(scale,scale)`` then
+    needs no precision loss); returns ``None`` otherwise so the caller falls back to the string rendering.
+    """
+    if scale < 0 or precision + scale > 37:
+        return None
+    fitted = unscaled.try_cast(T.DecimalType(precision, 0))
+    if scale == 0:
+        return fitted
+    factor = F.lit("0." + "0" * (scale - 1) + "1").cast(T.DecimalType(scale, scale))
+    return (fitted * factor).try_cast(T.DecimalType(precision, scale))
+
+
 def plain_decimal_string(unscaled: Column, scale: Column) -> Column:
     """Render ``unscaled * 10**-scale`` exactly as a plain decimal string (no exponent)."""
     digits = F.regexp_replace(unscaled.cast("string"), "^-", "")
@@ -211,7 +226,8 @@ def _metadata(schema: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _not_null_but(converted: Converter) -> Converter:
-    return lambda c: c.isNotNull() & converted(c).isNull()
+    # the conversion on the left: it is then always evaluated, so codegen shares it with the output column
+    return lambda c: converted(c).isNull() & c.isNotNull()
 
 
 def _decimal_plan(schema: Mapping[str, Any], meta: dict[str, Any]) -> TypePlan:
@@ -231,7 +247,12 @@ def _decimal_plan(schema: Mapping[str, Any], meta: dict[str, Any]) -> TypePlan:
         target = T.DecimalType(precision if precision is not None else 38, scale)
         if scale > target.precision:
             raise ConnectSchemaError(f"decimal scale {scale} exceeds precision {target.precision}")
-        convert = lambda c: text(c).try_cast(target)  # noqa: E731
+        exact = scaled_decimal(F.lit(0), target.precision, scale)
+        if exact is not None:
+            # arithmetic (a short expression that stays inside whole-stage codegen) where it is exact
+            convert = lambda c: scaled_decimal(unscaled_from_base64(c), target.precision, scale)  # noqa: E731
+        else:
+            convert = lambda c: text(c).try_cast(target)  # noqa: E731
     return TypePlan(
         T.StringType(),
         target,

@@ -126,8 +126,9 @@ def position_expr(dialect: Dialect, source: Column, snapshot: Column) -> Column:
 
 
 def _header(name: str) -> Column:
-    match = F.filter(F.col("headers"), lambda h: h["key"] == F.lit(name))
-    return F.get(match, 0)["value"].cast("string")
+    # first header with this key; no lambda (higher-order functions would switch the projection to interpreted mode)
+    index = F.array_position(F.col("headers.key"), F.lit(name))
+    return F.get(F.col("headers.value"), (index - F.lit(1)).cast("int")).cast("string")
 
 
 def _corrupt_reason(parsed: Column) -> Column:
@@ -175,37 +176,63 @@ def _schema_text(value: Column) -> Column:
 
 
 def _discover(recs: DataFrame, options: DecodeOptions) -> dict[str, _Topic]:
+    """Per (topic, schema version): counts and the offsets of sample records, then the samples themselves.
+
+    Two cheap jobs: a hash aggregation over fixed-width values only (no record text in the aggregation buffers,
+    which would force a sort-based aggregation over every record), then a lookup of the few sample records.
+    """
     value = F.col("value")
     schema_hash = F.xxhash64(_schema_text(value)) if options.value_schemas_enabled else F.lit(None).cast("long")
-    score = F.when(value.startswith("{"), F.col("offset"))
+    json_offset = F.when(value.startswith("{"), F.col("offset"))
+    key_offset = F.when(F.col("key").isNotNull() & value.isNotNull(), F.col("offset"))
     rows = (
         recs.groupBy("topic", schema_hash.alias("schema_hash"))
         .agg(
             F.count(F.lit(1)).alias("records"),
             F.sum(value.isNull().cast("long")).alias("tombstones"),
             F.max("offset").alias("last_offset"),
-            F.max_by(value, score).alias("sample_last"),
-            F.min_by(value, score).alias("sample_first"),
-            F.max_by(F.col("key"), F.when(F.col("key").isNotNull() & value.isNotNull(), F.col("offset"))).alias(
-                "key_sample"
-            ),
+            F.max_by(F.col("partition"), json_offset).alias("last_partition"),
+            F.max(json_offset).alias("last_json"),
+            F.min_by(F.col("partition"), json_offset).alias("first_partition"),
+            F.min(json_offset).alias("first_json"),
+            F.max_by(F.col("partition"), key_offset).alias("key_partition"),
+            F.max(key_offset).alias("key_offset"),
         )
         .collect()
     )
+    wanted: set[tuple[str, int, int]] = set()
+    for row in rows:
+        for part, off in (
+            (row["last_partition"], row["last_json"]),
+            (row["first_partition"], row["first_json"]),
+            (row["key_partition"], row["key_offset"]),
+        ):
+            if off is not None:
+                wanted.add((row["topic"], int(part), int(off)))
+    samples: dict[tuple[str, int, int], Any] = {}
+    if wanted:
+        point = F.struct(F.col("topic"), F.col("partition").cast("int"), F.col("offset").cast("long"))
+        wanted_lit = [F.struct(F.lit(t), F.lit(p), F.lit(o).cast("long")) for t, p, o in sorted(wanted)]
+        for sample in recs.where(point.isin(*wanted_lit)).select("topic", "partition", "offset", "key", "value").collect():
+            samples[(sample["topic"], int(sample["partition"]), int(sample["offset"]))] = sample
+
+    def parsed(text: str | None) -> Any:
+        try:
+            return json.loads(text) if text else None
+        except ValueError:
+            return None
+
     topics: dict[str, _Topic] = {}
     for row in rows:
-        samples = []
-        for text in (row["sample_last"], row["sample_first"]):
-            try:
-                samples.append(json.loads(text)) if text else None
-            except ValueError:
-                continue
-        key_sample = None
-        if row["key_sample"]:
-            try:
-                key_sample = json.loads(row["key_sample"])
-            except ValueError:
-                key_sample = None
+        texts = []
+        for part, off in ((row["last_partition"], row["last_json"]), (row["first_partition"], row["first_json"])):
+            sample = samples.get((row["topic"], int(part), int(off))) if off is not None else None
+            texts.append(parsed(sample["value"]) if sample is not None else None)
+        key_row = (
+            samples.get((row["topic"], int(row["key_partition"]), int(row["key_offset"])))
+            if row["key_offset"] is not None
+            else None
+        )
         topics.setdefault(row["topic"], _Topic(row["topic"])).groups.append(
             _Group(
                 row["topic"],
@@ -213,8 +240,8 @@ def _discover(recs: DataFrame, options: DecodeOptions) -> dict[str, _Topic]:
                 int(row["records"]),
                 int(row["tombstones"] or 0),
                 int(row["last_offset"] or 0),
-                samples,
-                key_sample,
+                [t for t in texts if t is not None],
+                parsed(key_row["key"]) if key_row is not None else None,
             )
         )
     for topic in topics.values():
@@ -330,7 +357,10 @@ def _parse(frame: DataFrame, wire: T.StructType, schemas: bool) -> tuple[DataFra
         schema = T.StructType([T.StructField(f.PAYLOAD, wire), T.StructField(_CORRUPT, _S)])
     else:
         schema = T.StructType([*wire.fields, T.StructField(_CORRUPT, _S)])
-    parsed = frame.select("*", F.from_json(F.col("value"), schema, _JSON_OPTIONS).alias("_j"))
+    # ``explode(array(x))`` makes the parse a Generate node: the optimizer can neither push the dead-letter filter
+    # below it nor inline ``from_json`` into every expression that reads a field (which parsed each record
+    # hundreds of times). One row in, one row out.
+    parsed = frame.select("*", F.explode(F.array(F.from_json(F.col("value"), schema, _JSON_OPTIONS))).alias("_j"))
     env = F.col("_j." + f.PAYLOAD) if schemas else F.col("_j")
     return parsed, env
 
@@ -359,11 +389,7 @@ def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions) 
             F.lower(F.coalesce(source[f.SRC_CONNECTOR], F.lit(dialect.name))).isin(*dialect.connectors) == F.lit(False),
             F.lit("unsupported_connector"),
         )
-        .when(invalid, F.lit("unrepresentable_value"))
     )
-    staged = parsed.withColumn("_reason", reason)
-    dead = _dead(staged.where(F.col("_reason").isNotNull()), F.col("_reason"))
-    good = staged.where(F.col("_reason").isNull())
 
     snapshot = snapshot_expr(source[f.SRC_SNAPSHOT])
     data_cols: list[Column] = []
@@ -383,7 +409,9 @@ def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions) 
                 placeholders.append(F.when(hit, F.lit(name)))
             data_cols.append(value.cast(col_plan.spark).alias(name, metadata=col_plan.metadata))
         if placeholders:
-            keep = F.filter(F.array(*placeholders), lambda x: x.isNotNull())
+            # concat_ws skips nulls; no lambda (array_compact is a filter() that disables whole-stage codegen)
+            joined = F.concat_ws("\u0000", *placeholders)
+            keep = F.when(joined == F.lit(""), keep).otherwise(F.split(joined, "\u0000"))
     tx = env[f.TRANSACTION]
     meta_cols = [
         op.alias("_cdc_op"),
@@ -425,7 +453,26 @@ def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions) 
             message[f.MESSAGE_PREFIX].alias("_cdc_message_prefix"),
             F.try_to_binary(message[f.MESSAGE_CONTENT], F.lit("base64")).alias("_cdc_message_content"),
         ]
-    return good.select(*data_cols, *meta_cols), dead
+    # One projection computes every output column, the validity flags and the dead-letter reason; the
+    # nondeterministic (and free) spark_partition_id() column keeps the optimizer from pushing the filters below
+    # it, which would compute every conversion twice (once to test it, once to output it). The value conversions
+    # and the `invalid` checks share their subexpressions inside this projection.
+    outputs = [*data_cols, *meta_cols]
+    staged = parsed.select(
+        *outputs,
+        *[F.col(c).alias(f"_raw_{c}") for c in ("topic", "partition", "offset", "key", "value")],
+        reason.alias("_reason"),
+        invalid.alias("_invalid"),
+        F.spark_partition_id().alias("_barrier"),
+    )
+    barrier = F.col("_barrier") >= F.lit(0)  # always true; referencing it keeps the projection (and its barrier)
+    bad = barrier & (F.col("_reason").isNotNull() | F.col("_invalid"))
+    good = staged.where(barrier & ~bad).select(*[F.col(c) for c in staged.columns[: len(outputs)]])
+    dead = staged.where(bad).select(
+        *[F.col(f"_raw_{c}").alias(c) for c in ("topic", "partition", "offset", "key", "value")],
+        F.coalesce(F.col("_reason"), F.lit("unrepresentable_value")).alias("reason"),
+    )
+    return good, dead
 
 
 def _decode_signal_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions) -> DataFrame:

@@ -25,7 +25,9 @@ class PostgresDialect(Dialect):
     has_unavailable_placeholder = True
 
     def position(self, source: Column) -> list[Column]:
-        seq = F.from_json(source[f.SRC_SEQUENCE], "array<string>")
+        # '["<commit lsn>","<lsn>"]' (either may be null) split with string functions: from_json here would
+        # switch the whole decode projection out of whole-stage codegen
+        seq = F.split(F.regexp_replace(source[f.SRC_SEQUENCE], r'[\[\]" ]', ""), ",")
         lsn = as_position_number(source[f.SRC_LSN])
         seq_lsn = F.coalesce(as_position_number(F.get(seq, 1)), lsn)
         commit = F.coalesce(as_position_number(F.get(seq, 0)), seq_lsn)

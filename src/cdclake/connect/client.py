@@ -31,6 +31,7 @@ from cdclake.connect.masking import mask_config
 from cdclake.connect.models import (
     ConnectorOffset,
     ConnectorPlugin,
+    ConnectorState,
     ConnectorStatus,
     UpsertResult,
     ValidationResult,
@@ -371,6 +372,70 @@ class KafkaConnectClient:
         """
         logger.info("Deleting connector %s", name)
         self._request("DELETE", self._connector_path(name))
+
+    def reset_offsets(self, name: str) -> None:
+        """``DELETE /connectors/{name}/offsets`` (KIP-875): forget a *stopped* connector's source offsets.
+
+        Raises:
+            ConnectorNotFoundError: when the connector does not exist.
+            ConnectBadRequestError: when the connector is not stopped (Connect refuses with HTTP 400).
+        """
+        logger.info("Resetting the offsets of connector %s", name)
+        self._request("DELETE", self._connector_path(name, "/offsets"))
+
+    def remove(self, name: str, *, reset_offsets: bool = True, timeout_s: float = 60.0, poll_s: float = 0.5) -> bool:
+        """Delete a connector, by default resetting its offsets first so a new one of the same name starts over.
+
+        Connect keeps a deleted source connector's offsets under its name: a connector registered
+        again with that name would resume where the old one stopped (no new snapshot). With
+        ``reset_offsets`` the connector is stopped, waited for until it is ``STOPPED`` with no tasks,
+        its offsets are deleted, then the connector. Idempotent: a missing connector (also one that
+        disappears meanwhile) is not an error. Every call goes through the client's timeouts and retries.
+
+        Args:
+            name: the connector.
+            reset_offsets: stop it and delete its offsets before deleting it.
+            timeout_s: how long to wait for the connector to stop (and Connect to accept the reset).
+            poll_s: delay between status polls (slept with the client's sleep function).
+
+        Returns:
+            Whether the connector existed.
+
+        Raises:
+            ConnectTimeoutError: when the connector is not stopped within ``timeout_s``.
+            ConnectError: on any other failure.
+        """
+        try:
+            if not self.exists(name):
+                return False
+            if reset_offsets:
+                self.stop(name)
+                self._reset_when_stopped(name, timeout_s, poll_s)
+            self.delete(name)
+        except ConnectorNotFoundError:
+            logger.info("Connector %s disappeared while being removed", name)
+        return True
+
+    def _reset_when_stopped(self, name: str, timeout_s: float, poll_s: float) -> None:
+        # stopping is asynchronous: the tasks shut down, then Connect publishes an empty task list;
+        # until then it refuses to modify offsets with HTTP 400
+        waited = 0.0
+        while True:
+            status = self.status(name)
+            if status.connector.state is ConnectorState.STOPPED and not status.tasks:
+                try:
+                    self.reset_offsets(name)
+                    return
+                except ConnectBadRequestError as exc:
+                    if "STOPPED" not in str(exc) or waited >= timeout_s:
+                        raise
+            if waited >= timeout_s:
+                url = self.base_url + self._connector_path(name, "/status")
+                raise ConnectTimeoutError(
+                    f"connector {name} did not stop in {timeout_s:.0f}s ({status.describe()})", url=url
+                )
+            self._sleep(poll_s)
+            waited += poll_s
 
     def offsets(self, name: str) -> list[ConnectorOffset]:
         """``GET /connectors/{name}/offsets``: source partitions and their committed offsets.

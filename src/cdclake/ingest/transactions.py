@@ -10,7 +10,10 @@ cut, and nothing at or after a cut is applied or committed; the next batch start
 A transaction that stays incomplete longer than ``max_incomplete_age`` (measured from its first
 record's Kafka timestamp to the batch's planning time, so a redo decides the same way) is applied as
 it is and reported as ``expired`` instead of stalling the source forever. An END whose count is
-exceeded, or that is still short when the transaction expires, is ``mismatched``.
+exceeded, or that is still short when the transaction expires, is ``mismatched``. Measured on the
+wall clock, every incomplete transaction of a capture older than ``max_incomplete_age`` expires when
+it is replayed; inside :func:`record_clock` "now" is the batch's latest record instead, so a capture
+cut inside a transaction days ago holds it, as a live batch at capture time would have.
 
 Transaction ids: PostgreSQL (and Informix) put ``<txId>:<LSN>`` in events, with a different LSN in
 BEGIN, END and each change: they are grouped by the part before ``:``. MySQL/MariaDB ids (GTID or
@@ -21,7 +24,9 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -34,6 +39,25 @@ from cdclake.ingest.plan import TopicPartition
 
 SPLIT_ID_CONNECTORS = ("postgresql", "informix")
 _SPLIT_ID = re.compile(r"\d+:\d+")
+_RECORD_CLOCK: ContextVar[bool] = ContextVar("cdclake_tx_record_clock", default=False)
+
+
+@contextmanager
+def record_clock() -> Iterator[None]:
+    """Within the block, :func:`decide` measures transaction ages on the records' clock (for replays).
+
+    "Now" becomes the latest Kafka timestamp of the batch's transaction records when that is earlier
+    than the planning time: recorded files are replayed as if read when they were recorded, and a
+    redo (same records) still decides the same way. Live ingestion keeps the wall clock, so a
+    transaction stuck at the end of an idle source still expires. Opt-in: on this clock a transaction
+    that cannot complete inside the files (larger than ``max_records``, or with a dead-lettered event)
+    is held, not expired, unless the files go on for ``max_incomplete_age`` after it.
+    """
+    token = _RECORD_CLOCK.set(True)
+    try:
+        yield
+    finally:
+        _RECORD_CLOCK.reset(token)
 
 
 class TxStatus(StrEnum):
@@ -72,6 +96,7 @@ class TxInfo:
     first_offsets: dict[TopicPartition, int] = field(default_factory=dict)
     last_offsets: dict[TopicPartition, int] = field(default_factory=dict)
     first_ts: datetime | None = None
+    last_ts: datetime | None = None
     position: list[int] | None = None
     status: TxStatus = TxStatus.HELD
 
@@ -80,9 +105,12 @@ class TxInfo:
         last = first if last is None else last
         self.last_offsets[tp] = max(last, self.last_offsets.get(tp, last))
 
-    def add_ts(self, ts: datetime | None) -> None:
+    def add_ts(self, ts: datetime | None, last: datetime | None = None) -> None:
         if ts is not None and (self.first_ts is None or ts < self.first_ts):
             self.first_ts = ts
+        last = ts if last is None else last
+        if last is not None and (self.last_ts is None or last > self.last_ts):
+            self.last_ts = last
 
 
 @dataclass
@@ -158,12 +186,13 @@ def gather(
             F.min("offset").alias("first"),
             F.max("offset").alias("last"),
             F.min("ts").alias("ts"),
+            F.max("ts").alias("last_ts"),
             F.first("id").alias("id"),
         )
         for row in per_tp.collect():
             tx = info(row["tx"])
             tx.add_offset((row["topic"], int(row["partition"])), int(row["first"]), int(row["last"]))
-            tx.add_ts(row["ts"])
+            tx.add_ts(row["ts"], row["last_ts"])
             tx.ids.add(row["id"])
     meta = transactions.select(
         "topic",
@@ -204,8 +233,9 @@ def decide(
     now: datetime,
     max_incomplete_age: timedelta,
     enabled: bool = True,
+    on_record_clock: bool | None = None,
 ) -> TxPlan:
-    """Statuses and partition cuts (pure).
+    """Statuses and partition cuts (pure when ``on_record_clock`` is given).
 
     Args:
         infos: from :func:`gather`.
@@ -213,7 +243,13 @@ def decide(
         now: the batch's planning time.
         max_incomplete_age: age after which an incomplete transaction is applied and reported.
         enabled: transaction-consistent mode; when False everything is applied as is.
+        on_record_clock: measure ages up to the latest record of ``infos`` instead of ``now`` when that
+            is earlier (replays); None: as set by :func:`record_clock`.
     """
+    if _RECORD_CLOCK.get() if on_record_clock is None else on_record_clock:
+        latest = max((t.last_ts for t in infos.values() if t.last_ts is not None), default=None)
+        if latest is not None and latest < now:
+            now = latest
     for tx in infos.values():
         observed_total = sum(tx.observed.values())
         if not tx.observed and not tx.expected:

@@ -46,6 +46,11 @@ class DecodedBatch:
         transactions: BEGIN/END events of ``<prefix>.transaction`` topics.
         schema_changes: events of the schema change topic (MySQL/MariaDB/Informix).
         dead_letters: undecodable records: ``topic, partition, offset, key, value, reason``.
+        schema_cuts: per (topic, partition), the offset of the first record whose Connect schema changed a
+            column's type incompatibly with the earlier records of the batch (e.g. string -> int). Those
+            records and everything after them in the partition are left out of ``tables`` (not dead-lettered):
+            the caller must not apply or commit past the cut, so the next batch starts at the new schema.
+        schema_cut_reasons: per table name, why its topic was cut (column, old and new type, offset).
     """
 
     tables: dict[TableId, DataFrame]
@@ -55,6 +60,8 @@ class DecodedBatch:
     dead_letters: DataFrame
     _static_counts: dict[str, int] = field(default_factory=dict)
     _signal_frames: list[DataFrame] = field(default_factory=list)
+    schema_cuts: dict[tuple[str, int], int] = field(default_factory=dict)
+    schema_cut_reasons: dict[str, str] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         """Count every category (runs small Spark jobs).

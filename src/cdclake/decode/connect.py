@@ -63,6 +63,17 @@ class TypePlan:
 # -- pure expression helpers (also used by tests) -----------------------------------------------------------------
 
 
+def unscaled_long_from_base64(column: Column) -> Column:
+    """base64 big-endian two's-complement (<= 8 bytes) -> ``long``; ``null`` if wider or invalid.
+
+    One ``conv`` of the sign-extended hex: about ten times cheaper than the 16-byte path, and exact.
+    """
+    raw = F.try_to_binary(column, F.lit("base64"))
+    hexed = F.hex(raw)
+    fill = F.when(F.substring(hexed, 1, 1) >= F.lit("8"), F.lit("F")).otherwise(F.lit("0"))
+    return F.when(F.length(raw) <= 8, F.conv(F.lpad(hexed, 16, fill), 16, -10).cast("long"))
+
+
 def unscaled_from_base64(column: Column) -> Column:
     """base64 big-endian two's-complement (<= 16 bytes) -> ``decimal(38,0)``; ``null`` if too wide or invalid."""
     raw = F.try_to_binary(column, F.lit("base64"))
@@ -247,12 +258,7 @@ def _decimal_plan(schema: Mapping[str, Any], meta: dict[str, Any]) -> TypePlan:
         target = T.DecimalType(precision if precision is not None else 38, scale)
         if scale > target.precision:
             raise ConnectSchemaError(f"decimal scale {scale} exceeds precision {target.precision}")
-        exact = scaled_decimal(F.lit(0), target.precision, scale)
-        if exact is not None:
-            # arithmetic (a short expression that stays inside whole-stage codegen) where it is exact
-            convert = lambda c: scaled_decimal(unscaled_from_base64(c), target.precision, scale)  # noqa: E731
-        else:
-            convert = lambda c: text(c).try_cast(target)  # noqa: E731
+        convert = _fixed_decimal(target, text)
     return TypePlan(
         T.StringType(),
         target,
@@ -261,6 +267,29 @@ def _decimal_plan(schema: Mapping[str, Any], meta: dict[str, Any]) -> TypePlan:
         lambda c: c == F.lit(f.UNAVAILABLE_VALUE_BASE64),
         meta,
     )
+
+
+def _fixed_decimal(target: T.DecimalType, text: Converter) -> Converter:
+    """base64 unscaled value -> ``decimal(p<=38, s)``: exact arithmetic on a long when the value fits 8 bytes
+    (every value of precision <= 18; one ``conv``, no string rendering), else on ``decimal(38,0)`` where that is
+    exact, else through the plain decimal string."""
+    precision, scale = target.precision, target.scale
+
+    def small(c: Column) -> Column | None:
+        scaled = scaled_decimal(unscaled_long_from_base64(c), min(precision, 19), scale)
+        return None if scaled is None else scaled.try_cast(target)
+
+    def wide(c: Column) -> Column:
+        scaled = scaled_decimal(unscaled_from_base64(c), precision, scale)
+        return scaled if scaled is not None else text(c).try_cast(target)
+
+    def convert(c: Column) -> Column:
+        fast = small(c)
+        if fast is None:
+            return wide(c)
+        return fast if precision <= 18 else F.coalesce(fast, wide(c))
+
+    return convert
 
 
 def _vsd_plan(meta: dict[str, Any]) -> TypePlan:

@@ -25,7 +25,7 @@ from pyspark.sql import types as T
 from cdclake.debezium import fields as f
 from cdclake.debezium.models import Operation
 from cdclake.decode.batch import DecodedBatch, TableInfo
-from cdclake.decode.connect import RowPlan, merge_fields, plan_row
+from cdclake.decode.connect import RowPlan, merge_fields, plan_row, plan_type
 from cdclake.decode.options import DecodeOptions, RecordFormat, TableId
 from cdclake.decode.records import normalise_records
 from cdclake.dialects import Dialect, get_dialect
@@ -152,6 +152,9 @@ class _Group:
     last_offset: int
     samples: list[Any]
     key_sample: Any
+    partition: int = 0
+    first_offset: int = 0
+    first_ts: Any = None
 
 
 @dataclass
@@ -186,9 +189,11 @@ def _discover(recs: DataFrame, options: DecodeOptions) -> dict[str, _Topic]:
     json_offset = F.when(value.startswith("{"), F.col("offset"))
     key_offset = F.when(F.col("key").isNotNull() & value.isNotNull(), F.col("offset"))
     rows = (
-        recs.groupBy("topic", schema_hash.alias("schema_hash"))
+        recs.groupBy("topic", schema_hash.alias("schema_hash"), F.col("partition").alias("group_partition"))
         .agg(
             F.count(F.lit(1)).alias("records"),
+            F.min("offset").alias("first_offset"),
+            F.min("timestamp").alias("first_ts"),
             F.sum(value.isNull().cast("long")).alias("tombstones"),
             F.max("offset").alias("last_offset"),
             F.max_by(F.col("partition"), json_offset).alias("last_partition"),
@@ -213,7 +218,9 @@ def _discover(recs: DataFrame, options: DecodeOptions) -> dict[str, _Topic]:
     if wanted:
         point = F.struct(F.col("topic"), F.col("partition").cast("int"), F.col("offset").cast("long"))
         wanted_lit = [F.struct(F.lit(t), F.lit(p), F.lit(o).cast("long")) for t, p, o in sorted(wanted)]
-        for sample in recs.where(point.isin(*wanted_lit)).select("topic", "partition", "offset", "key", "value").collect():
+        for sample in (
+            recs.where(point.isin(*wanted_lit)).select("topic", "partition", "offset", "key", "value").collect()
+        ):
             samples[(sample["topic"], int(sample["partition"]), int(sample["offset"]))] = sample
 
     def parsed(text: str | None) -> Any:
@@ -242,10 +249,18 @@ def _discover(recs: DataFrame, options: DecodeOptions) -> dict[str, _Topic]:
                 int(row["last_offset"] or 0),
                 [t for t in texts if t is not None],
                 parsed(key_row["key"]) if key_row is not None else None,
+                int(row["group_partition"]),
+                int(row["first_offset"]),
+                row["first_ts"],
             )
         )
     for topic in topics.values():
-        topic.groups.sort(key=lambda g: g.last_offset)
+        # schema versions in the order they appeared: Kafka timestamp of their first record, then offset
+        first_seen: dict[int | None, tuple[Any, int]] = {}
+        for g in topic.groups:
+            seen = (g.first_ts is None, g.first_ts or 0, g.first_offset)
+            first_seen[g.schema_hash] = min(first_seen.get(g.schema_hash, seen), seen)
+        topic.groups.sort(key=lambda g: (first_seen[g.schema_hash], g.partition))
     return topics
 
 
@@ -311,6 +326,9 @@ class _DataTopic:
     key_columns: tuple[str, ...]
     versions: int
     signal: bool
+    keep_hashes: tuple[int | None, ...] | None = None  # decode only records of these schema versions
+    cuts: dict[tuple[str, int], int] = field(default_factory=dict)
+    cut_reason: str | None = None
 
 
 def _row_fields_from_schema(schema: dict[str, Any] | None) -> list[dict[str, Any]] | None:
@@ -368,6 +386,8 @@ def _parse(frame: DataFrame, wire: T.StructType, schemas: bool) -> tuple[DataFra
 def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions) -> tuple[DataFrame, DataFrame]:
     dialect, plan = dt.dialect, dt.plan
     frame = recs.where((F.col("topic") == F.lit(dt.topic)) & F.col("value").isNotNull())
+    if dt.keep_hashes is not None:  # a later schema version changed a column's type: see DecodedBatch.schema_cuts
+        frame = frame.where(F.xxhash64(_schema_text(F.col("value"))).isin(*dt.keep_hashes))
     parsed, env = _parse(frame, _envelope_wire(dialect, plan), options.value_schemas_enabled)
     op, source = env[f.OP], env[f.SOURCE]
     before, after = env[f.BEFORE], env[f.AFTER]
@@ -650,10 +670,15 @@ def decode_records(records: DataFrame, *, options: DecodeOptions) -> DecodedBatc
     tables: dict[TableId, DataFrame] = {}
     info: dict[TableId, TableInfo] = {}
     signal_frames: list[DataFrame] = []
+    schema_cuts: dict[tuple[str, int], int] = {}
+    cut_reasons: dict[str, str] = {}
     for dt in data_topics:
         if dt.signal:
             signal_frames.append(_decode_signal_topic(recs, dt, options))
             continue
+        if dt.cuts:
+            schema_cuts.update(dt.cuts)
+            cut_reasons[dt.table_id.name] = f"{dt.topic}: {dt.cut_reason}"
         good, dead = _decode_data_topic(recs, dt, options)
         dead_frames.append(dead)
         if dt.table_id in tables:
@@ -691,7 +716,9 @@ def decode_records(records: DataFrame, *, options: DecodeOptions) -> DecodedBatc
         len(sc_topics),
         sorted(prefixes),
     )
-    return DecodedBatch(tables, info, transactions, schema_changes, dead_letters, dict(counts), signal_frames)
+    return DecodedBatch(
+        tables, info, transactions, schema_changes, dead_letters, dict(counts), signal_frames, schema_cuts, cut_reasons
+    )
 
 
 class _NoSchema(Exception):
@@ -718,13 +745,31 @@ def _plan_data_topic(
     if dialect.document_store:
         return _DataTopic(topic.name, table_id, dialect, None, (f.MONGO_KEY_ID,), len(topic.groups), signal)
     versions: list[list[dict[str, Any]]] = []
+    version_hashes: list[int | None] = []
     if options.value_schemas_enabled:
         for group in topic.groups:  # oldest first
+            if group.schema_hash in version_hashes:
+                continue
             for sample in group.samples:
                 fields_ = _row_fields_from_schema(_unwrap(sample, True)[1])
                 if fields_ is not None:
                     versions.append(fields_)
+                    version_hashes.append(group.schema_hash)
                     break
+    keep_hashes: tuple[int | None, ...] | None = None
+    cuts: dict[tuple[str, int], int] = {}
+    cut_reason = None
+    if len(versions) > 1:
+        split, cut_reason = _first_incompatible_version(versions, dialect.bits_byte_order)
+        if split is not None:
+            keep_hashes = tuple(version_hashes[:split])
+            for group in topic.groups:
+                if group.schema_hash in version_hashes[split:]:
+                    tp = (topic.name, group.partition)
+                    cuts[tp] = min(cuts.get(tp, group.first_offset), group.first_offset)
+            versions = versions[:split]
+            cut_reason = f"{cut_reason}; cut at {', '.join(f'{t}/{p}@{o}' for (t, p), o in sorted(cuts.items()))}"
+            logger.warning("topic %s: incompatible schema change inside the batch: %s", topic.name, cut_reason)
     if not versions:
         fields_ = options.schema_source.row_fields(topic.name, qualified)
         if fields_ is None:
@@ -736,4 +781,41 @@ def _plan_data_topic(
     key_columns = options.schema_source.key_columns(topic.name, qualified) or _key_columns(
         key_sample, options.key_schemas_enabled
     )
-    return _DataTopic(topic.name, table_id, dialect, plan, key_columns, len(versions), signal)
+    return _DataTopic(
+        topic.name, table_id, dialect, plan, key_columns, len(versions), signal, keep_hashes, cuts, cut_reason
+    )
+
+
+def _first_incompatible_version(
+    versions: list[list[dict[str, Any]]], bits_byte_order: str
+) -> tuple[int | None, str | None]:
+    """Index of the first schema version that changes an earlier column's type in a way one parse cannot hold.
+
+    Widening is compatible (int -> long, float -> double, decimal precision up at the same scale); any other
+    type change (string -> int, ...) starts a new run of versions that must be decoded in a later batch.
+    """
+    merged: dict[str, T.DataType] = {}
+    for index, fields_ in enumerate(versions):
+        for fld in fields_:
+            name = fld[f.SCHEMA_FIELD]
+            try:
+                new = plan_type(fld, bits_byte_order=bits_byte_order).spark
+            except ConnectSchemaError:
+                continue
+            old = merged.get(name)
+            if old is not None and not _widens(old, new):
+                return index, f"column {name}: {old.simpleString()} -> {new.simpleString()}"
+            merged[name] = new
+    return None, None
+
+
+def _widens(old: T.DataType, new: T.DataType) -> bool:
+    if old == new:
+        return True
+    if isinstance(old, T.IntegerType) and isinstance(new, T.LongType):
+        return True
+    if isinstance(old, T.FloatType) and isinstance(new, T.DoubleType):
+        return True
+    if isinstance(old, T.DecimalType) and isinstance(new, T.DecimalType):
+        return new.scale == old.scale and new.precision >= old.precision
+    return False

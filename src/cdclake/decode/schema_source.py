@@ -97,7 +97,19 @@ def column_schema(name: str, spec: str | JsonSchema) -> dict[str, Any]:
         return {f.SCHEMA_FIELD: name, f.SCHEMA_TYPE: "struct", f.SCHEMA_NAME: text, f.SCHEMA_FIELDS: _VSD_FIELDS}
     if text in LOGICAL_BASE_TYPES:
         return {f.SCHEMA_FIELD: name, f.SCHEMA_TYPE: LOGICAL_BASE_TYPES[text], f.SCHEMA_NAME: text}
-    if text in ("int8", "int16", "int32", "int64", "float32", "float64", "float", "double", "boolean", "string", "bytes"):
+    if text in (
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "float32",
+        "float64",
+        "float",
+        "double",
+        "boolean",
+        "string",
+        "bytes",
+    ):
         return {f.SCHEMA_FIELD: name, f.SCHEMA_TYPE: text}
     raise ConnectSchemaError(f"column {name!r}: unknown type spec {spec!r}")
 

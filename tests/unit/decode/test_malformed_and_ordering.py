@@ -146,3 +146,31 @@ def test_incremental_snapshot_read_never_wins_over_later_streamed_change(spark: 
         "informix": {"commit_lsn": "1", "change_lsn": "1"},
     }[connector]
     assert _positions(spark, connector, [(older, "u", 9), ({"snapshot": "incremental"}, "r", 10)]) == [9, 10]
+
+
+def test_incompatible_type_change_inside_a_batch_cuts_the_topic_instead_of_dead_lettering(spark: SparkSession) -> None:
+    """string -> int inside one range: the old records decode with their own type, the rest is left to a cut."""
+    topic = topic_of("mysql")
+    v1 = [{"field": "id", "type": "int32"}, {"field": "a", "type": "string"}, {"field": "n", "type": "int32"}]
+    v2 = [{"field": "id", "type": "int32"}, {"field": "a", "type": "string"}, {"field": "n", "type": "int64"}]
+    v3 = [{"field": "id", "type": "int32"}, {"field": "a", "type": "int32"}, {"field": "n", "type": "int64"}]
+    rows = [
+        record(topic, 0, value("mysql", {"id": 1, "a": "one", "n": 1}, row_fields=v1)),
+        record(topic, 1, value("mysql", {"id": 2, "a": "two", "n": 2**40}, row_fields=v2)),  # widening: no cut
+        record(topic, 2, value("mysql", {"id": 3, "a": 3, "n": 3}, row_fields=v3)),
+        record(topic, 3, value("mysql", {"id": 4, "a": 4, "n": 4}, row_fields=v3)),
+    ]
+    batch = decode_records(records_from_dicts(spark, rows), options=DecodeOptions())
+    (frame,) = batch.tables.values()
+    assert sorted((r["id"], r["a"], r["n"]) for r in frame.collect()) == [(1, "one", 1), (2, "two", 2**40)]
+    assert batch.dead_letters.count() == 0
+    assert batch.schema_cuts == {(topic, 0): 2}
+    (reason,) = batch.schema_cut_reasons.values()
+    assert "column a: string -> int" in reason and f"{topic}/0@2" in reason
+    (info,) = batch.table_info.values()
+    assert info.schema["n"].dataType.simpleString() == "bigint" and info.schema["a"].dataType.simpleString() == "string"
+
+    # the next batch starts at the cut: the new schema alone, no cut
+    rest = decode_records(records_from_dicts(spark, rows[2:]), options=DecodeOptions())
+    (frame,) = rest.tables.values()
+    assert sorted((r["id"], r["a"]) for r in frame.collect()) == [(3, 3), (4, 4)] and rest.schema_cuts == {}

@@ -90,3 +90,43 @@ def test_zoned_reference() -> None:
     assert ref.timestamp_from_zoned("2023-11-14T23:13:20.5+02:00") == datetime(
         2023, 11, 14, 21, 13, 20, 500000, tzinfo=UTC
     )
+
+
+#: (precision, scale) pairs covering the three conversion paths of a Connect Decimal: long arithmetic
+#: (value fits 8 bytes), decimal(38,0) arithmetic (precision + scale <= 37) and the string rendering.
+_DECIMAL_TYPES = [(5, 0), (12, 2), (18, 6), (18, 0), (19, 4), (25, 10), (30, 7), (38, 0), (38, 2), (38, 20), (28, 28)]
+
+
+@pytest.mark.spark
+@settings(max_examples=1, deadline=None)
+@given(st.lists(INT38, min_size=30, max_size=30))
+def test_connect_decimal_plan_is_exact_on_every_path(spark: SparkSession, unscaled: list[int]) -> None:
+    """Each (precision, scale): values that fit decode to the exact Decimal; values too wide are flagged invalid."""
+    edge = [0, -1, 1, 2**63 - 1, -(2**63), 2**63, -(2**63) - 1, 10**18 - 1, -(10**18) + 1, 10**37, -_LIMIT, _LIMIT]
+    values = [*unscaled, *edge]
+    rows = [(ref.encode_unscaled(u), u) for u in values]
+    df = spark.createDataFrame(rows, "b string, u string")
+    plans = {
+        (p, s): plan_type(
+            {
+                "type": "bytes",
+                "name": "org.apache.kafka.connect.data.Decimal",
+                "parameters": {"scale": str(s), "connect.decimal.precision": str(p)},
+            }
+        )
+        for p, s in _DECIMAL_TYPES
+    }
+    cols = []
+    for (p, s), plan in plans.items():
+        cols += [plan.convert(F.col("b")).alias(f"v_{p}_{s}"), plan.invalid(F.col("b")).alias(f"i_{p}_{s}")]
+    problems = []
+    with localcontext() as ctx:
+        ctx.prec = 100
+        for row in df.select("u", *cols).collect():
+            u = int(row["u"])
+            for p, s in _DECIMAL_TYPES:
+                fits = abs(u) < 10**p
+                expected = Decimal(u).scaleb(-s) if fits else None
+                if row[f"i_{p}_{s}"] is fits or row[f"v_{p}_{s}"] != expected:
+                    problems.append((u, p, s, row[f"v_{p}_{s}"], row[f"i_{p}_{s}"]))
+    assert problems == []

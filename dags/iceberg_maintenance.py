@@ -13,9 +13,12 @@ Per table, the policy is `cdclake.lake.maintenance.policy_for(table lake options
 | `rewrite_position_delete_files` | on, except for `append` tables |
 | `expire_snapshots` | older than 7 days, always keep the last 5 |
 | `remove_orphan_files` | older than 3 days (Iceberg refuses under 1 day) |
+| expire delete tombstones (`DELETE FROM <table>__cdc_deletes`) | recorded more than the spec's `tombstone_retention_days` ago (default 7; upsert tables) |
 
-Params override the defaults for one run; `dry_run` only lists orphan files. A failing table
-does not stop the others; the task fails at the end when any table failed.
+An upsert table's tombstone side table gets the same procedures after its expired tombstones are
+deleted. Params override the defaults for one run; `dry_run` only lists orphan files and counts
+expired tombstones. A failing table does not stop the others; the task fails at the end when any
+table failed.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from cdclake_airflow.operators.spark_job import CdcSparkJobOperator
         "retain_last": Param(None, type=["null", "integer"], minimum=1),
         "orphan_older_than_days": Param(None, type=["null", "number"], minimum=1),
         "rewrite_min_input_files": Param(None, type=["null", "integer"], minimum=1),
+        "tombstone_retention_days": Param(None, type=["null", "number"], minimum=0),
     },
 )
 def iceberg_maintenance() -> None:

@@ -2,11 +2,14 @@
 
     spark-submit jobs/maintenance.py --spec postgres [--spec mariadb] [--table inventory.orders]
         [--lake DIR] [--dry-run] [--expire-older-than-days N] [--retain-last K]
-        [--orphan-older-than-days N] [--rewrite-min-input-files N] [--summary-json PATH]
+        [--orphan-older-than-days N] [--rewrite-min-input-files N] [--tombstone-retention-days N]
+        [--summary-json PATH]
 
 Each table of each spec gets :func:`cdclake.lake.maintenance.policy_for` (its lake options plus the
-overrides given here) and the procedures of :func:`maintenance_calls`. Tables that are not in the
-lake yet are skipped. A failing table does not stop the others; the exit code is 1 when any failed.
+overrides given here) and the procedures of :func:`maintenance_calls`. An upsert table's tombstone
+side table (``<table>__cdc_deletes``) first loses the tombstones older than the retention
+(:func:`tombstone_calls`), then gets the same procedures. Tables that are not in the lake yet are
+skipped. A failing table does not stop the others; the exit code is 1 when any failed.
 The summary JSON is ``{"tables": {identifier: {procedure: [rows]}}, "skipped": [...], "failed": {identifier: error}}``.
 """
 
@@ -18,13 +21,24 @@ import logging
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cdclake.assets import table_identifier
 from cdclake.connectors import load_spec
 from cdclake.lake import LakeConfig
-from cdclake.lake.maintenance import maintenance_calls, policy_for, run_calls
+from cdclake.lake.maintenance import (
+    MaintenanceCall,
+    MaintenancePolicy,
+    maintenance_calls,
+    policy_for,
+    run_calls,
+    tombstone_calls,
+    tombstone_identifier,
+)
 from cdclake.spark import build_spark_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 logger = logging.getLogger("cdclake.jobs.maintenance")
 
@@ -39,8 +53,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--retain-last", type=int)
     parser.add_argument("--orphan-older-than-days", type=float)
     parser.add_argument("--rewrite-min-input-files", type=int)
+    parser.add_argument("--tombstone-retention-days", type=float, help="keep delete tombstones this many days")
     parser.add_argument("--summary-json", help="write the summary here")
     return parser.parse_args(argv)
+
+
+def _table_calls(
+    spark: SparkSession, identifier: str, policy: MaintenancePolicy, now: datetime
+) -> list[tuple[str, list[MaintenanceCall]]]:
+    """The table's calls, then its tombstone side table's (expired tombstones first), when it has one."""
+    out = [(identifier, maintenance_calls(identifier, policy, now))]
+    side = tombstone_identifier(identifier)
+    if spark.catalog.tableExists(side):
+        out.append((side, [*tombstone_calls(identifier, policy, now), *maintenance_calls(side, policy, now)]))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         "retain_last": args.retain_last,
         "orphan_older_than_days": args.orphan_older_than_days,
         "rewrite_min_input_files": args.rewrite_min_input_files,
+        "tombstone_retention_days": args.tombstone_retention_days,
         "dry_run": args.dry_run or None,
     }
     specs = [load_spec(name) for name in args.spec]
@@ -69,11 +96,12 @@ def main(argv: list[str] | None = None) -> int:
                     summary["skipped"].append(identifier)
                     continue
                 policy = policy_for(spec.table(data_collection).lake, overrides)
-                try:
-                    summary["tables"][identifier] = run_calls(spark, maintenance_calls(identifier, policy, now))
-                except Exception as exc:  # one table's failure must not stop the others
-                    logger.error("maintenance of %s failed: %s", identifier, exc)
-                    summary["failed"][identifier] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                for name, calls in _table_calls(spark, identifier, policy, now):
+                    try:
+                        summary["tables"][name] = run_calls(spark, calls)
+                    except Exception as exc:  # one table's failure must not stop the others
+                        logger.error("maintenance of %s failed: %s", name, exc)
+                        summary["failed"][name] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     finally:
         spark.stop()
     if args.summary_json:

@@ -120,3 +120,10 @@ class SchemaSourceError(DecodeError, LookupError):
 
 class SnapshotAbortedError(CdcError, RuntimeError):
     """Debezium reported an ABORTED notification for the snapshot a signal started."""
+
+
+# --- ingestion (cdclake.ingest) ---
+
+
+class QuarantineReleaseError(CdcError, ValueError):
+    """A quarantined table cannot be released as asked; the message names the table and what to do first."""

@@ -43,10 +43,16 @@ def _report(summary: dict, as_json: bool) -> None:  # type: ignore[type-arg]
             str(t["applied"]) + (" (already)" if t["already_applied"] else ""),
             str(t["skipped"]),
             "; ".join(t["schema_changes"]) or "-",
-            t["quarantined"] or "-",
+            t["quarantined"] or _released(t.get("released")),
         )
     console.print(table)
     console.print("phases: " + ", ".join(f"{k} {v:.1f}s" for k, v in summary["phases_s"].items()), highlight=False)
+
+
+def _released(released: dict | None) -> str:  # type: ignore[type-arg]
+    if not released:
+        return "-"
+    return f"released ({released['action']}): {released['records']} held record(s) applied"
 
 
 def ingest(

@@ -136,12 +136,22 @@ def parse_partition(expr: str) -> PartitionField:
     )
 
 
+TOMBSTONE_RETENTION_DAYS_DEFAULT = 7.0
+"""How long an upsert table keeps a deleted key's tombstone (``<table>__cdc_deletes``), by ingest time."""
+
+
 class LakeOptions(_SpecModel):
-    """Per-table options for the Iceberg side."""
+    """Per-table options for the Iceberg side.
+
+    ``tombstone_retention_days``: upsert tables only; the maintenance job deletes tombstones recorded
+    more than this many days ago (a late event older than a delete can resurrect the row only after
+    that). ``None`` keeps them forever.
+    """
 
     mode: LakeMode = LakeMode.UPSERT
     schema_policy: SchemaPolicy = SchemaPolicy.EVOLVE
     partitioning: tuple[str, ...] = ()
+    tombstone_retention_days: Annotated[float | None, Field(ge=0)] = TOMBSTONE_RETENTION_DAYS_DEFAULT
 
     @field_validator("partitioning")
     @classmethod

@@ -3,6 +3,10 @@
 Exactly-once: see :mod:`cdclake.ingest.state`. Each table's MERGE commit carries ``cdc.batch-id``,
 ``cdc.source``, ``cdc.offsets`` (the batch's offset ranges, JSON) and ``cdc.watermark`` (the greatest
 ``_cdc_position`` of the table in the batch) in its Iceberg snapshot summary.
+
+Quarantined tables (:mod:`cdclake.ingest.quarantine`): a table whose events cannot be applied has them
+held in ``cdc_audit.quarantine``, and so do the later batches until the table is released; the batch
+after a release re-reads the held records with its own, and records the outcome.
 """
 
 from __future__ import annotations
@@ -16,16 +20,34 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from cdclake.decode import decode_records
+from cdclake.connectors.spec import SchemaPolicy
+from cdclake.decode import STRING_RECORD_SCHEMA, DecodedBatch, TableId, decode_records
+from cdclake.decode.records import HEADER_TYPE, normalise_records
 from cdclake.ingest.config import SourceConfig
 from cdclake.ingest.faults import checkpoint
-from cdclake.ingest.naming import AUDIT_NAMESPACE, audit_table
-from cdclake.ingest.plan import end_offsets, plan_ranges, ranges_to_json
+from cdclake.ingest.naming import AUDIT_NAMESPACE, audit_table, table_identifier
+from cdclake.ingest.plan import OffsetRange, TopicPartition, end_offsets, plan_ranges, ranges_to_json
+from cdclake.ingest.quarantine import (
+    QUARANTINE,
+    QUARANTINE_ADDED_COLUMNS,
+    QUARANTINE_DDL,
+    RELEASES,
+    RELEASES_DDL,
+    QuarantineState,
+    ReleaseAction,
+    ReleaseRecord,
+    ReleaseStatus,
+    held_records,
+    read_states,
+    release_hint,
+    replaced_suffix,
+    within,
+)
 from cdclake.ingest.schema import SchemaEvolutionError
 from cdclake.ingest.schema_audit import audit_rows as schema_audit_rows
 from cdclake.ingest.schema_audit import table_ddls, unexplained
 from cdclake.ingest.sources import RecordSource
-from cdclake.ingest.state import COMMITTED, PLANNED, BatchLedger, BatchRecord
+from cdclake.ingest.state import COMMITTED, PLANNED, BatchLedger, BatchRecord, add_missing_columns
 from cdclake.ingest.tables import TableApplier, TableResult
 from cdclake.ingest.transactions import (
     TxPlan,
@@ -56,10 +78,6 @@ SCHEMA_CHANGES_DDL = """CREATE TABLE IF NOT EXISTS {name} (
   source STRING, batch_id STRING, `table` STRING, kind STRING, detail STRING, ddl STRING, position STRING,
   recorded_at TIMESTAMP
 ) USING iceberg TBLPROPERTIES ('format-version'='2')"""
-QUARANTINE_DDL = """CREATE TABLE IF NOT EXISTS {name} (
-  source STRING, batch_id STRING, `table` STRING, topic STRING, `partition` INT, `offset` BIGINT,
-  key STRING, value STRING, reason STRING, recorded_at TIMESTAMP
-) USING iceberg TBLPROPERTIES ('format-version'='2')"""
 
 
 @dataclass
@@ -74,12 +92,14 @@ class BatchSummary:
     counts: dict[str, int] = field(default_factory=dict)
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)
     dead_lettered: int = 0
+    dead_by_partition: dict[str, int] = field(default_factory=dict)
     phases: dict[str, float] = field(default_factory=dict)
     redo: bool = False
     transactions: dict[str, Any] = field(default_factory=dict)
 
     held_everything: bool = False
     schema_problems: list[str] = field(default_factory=list)
+    schema_cuts: dict[str, str] = field(default_factory=dict)
 
     @property
     def changed_tables(self) -> list[str]:
@@ -104,8 +124,10 @@ class BatchSummary:
             "tables": self.tables,
             "changed_tables": self.changed_tables,
             "dead_lettered": self.dead_lettered,
+            "dead_lettered_by_partition": self.dead_by_partition,
             "phases_s": {k: round(v, 3) for k, v in self.phases.items()},
             "transactions": self.transactions,
+            "schema_cuts": self.schema_cuts,
             "reconciliation": {"ok": not problems, "problems": problems},
         }
 
@@ -139,6 +161,7 @@ def run_batch(
     """Run one batch for ``source``: from the offsets committed in the lake to the source's current end.
 
     A batch interrupted earlier (planned but never committed) is redone first, with the same ranges.
+    A pending quarantine release is applied even when there are no new records.
 
     Raises:
         SchemaEvolutionError: when a table's schema policy is ``fail`` and its schema changed.
@@ -151,6 +174,8 @@ def run_batch(
     with timed("plan"):
         ledger.ensure()
         committed, pending = ledger.last()
+        quarantined = read_states(spark, source.name)
+        releases = [s for s in quarantined.values() if s.release is not None]
         if pending is not None:
             ranges, batch_id, seq, next_offsets, redo = (
                 pending.ranges,
@@ -165,7 +190,7 @@ def run_batch(
             earliest, latest = records.watermarks()
             start = committed.next_offsets if committed else {}
             ranges = plan_ranges(start, earliest, latest, max_records)
-            if not ranges:
+            if not ranges and not releases:
                 return BatchSummary(source=source.name, batch_id=None, status="no-new-records", phases=phases)
             batch_id = ledger.new_batch_id()
             seq = (committed.seq + 1) if committed else 1
@@ -184,18 +209,37 @@ def run_batch(
     )
     logger.info("source %s batch %s: %d records in %d partitions", source.name, batch_id, summary.records, len(ranges))
     with timed("read+decode"):
-        raw = records.read(spark, ranges).persist()
+        raw = records.read(spark, ranges) if ranges else spark.createDataFrame([], STRING_RECORD_SCHEMA)
+        if releases:
+            raw = normalise_records(raw).unionByName(held_records(spark, source.name, releases, ranges))
+        raw = raw.persist()
         decoded = decode_records(raw, options=source.decode_options())
         summary.counts = decoded.counts()
+        # the batch's own change rows, without released records (those belong to transactions decided earlier)
+        own = (
+            {
+                t: f.where(within(ranges, "_cdc_topic", "_cdc_partition", "_cdc_offset"))
+                for t, f in decoded.tables.items()
+            }
+            if releases
+            else decoded.tables
+        )
+        blocked = _cuts_among_held(decoded, ranges) if releases else {}
     with timed("transactions"):
+        # records from an incompatible schema change on are left to the next batch (decoder's schema cuts):
+        # the partition's range ends there, for the transactions too
+        schema_cuts = decoded.schema_cuts
+        summary.schema_cuts = dict(decoded.schema_cut_reasons)
+        for table_name, reason in decoded.schema_cut_reasons.items():
+            logger.warning("source %s batch %s table %s: schema cut: %s", source.name, batch_id, table_name, reason)
         tx_plan = decide(
-            gather(decoded.tables.values(), decoded.transactions, source.signal_tables),
-            end_offsets(ranges),
+            gather(own.values(), decoded.transactions, source.signal_tables),
+            cut_offsets(end_offsets(ranges), schema_cuts),
             now=planned_at,
             max_incomplete_age=timedelta(seconds=source.max_incomplete_age_s),
             enabled=source.transaction_consistent,
         )
-        cuts = tx_plan.cuts
+        cuts = cut_offsets(tx_plan.cuts, schema_cuts)
         next_offsets = cut_offsets(next_offsets, cuts)
         summary.held_everything = bool(cuts) and all(cuts.get((r.topic, r.partition), r.end) <= r.start for r in ranges)
         summary.transactions = _tx_summary(tx_plan)
@@ -215,26 +259,41 @@ def run_batch(
         )
     try:
         with timed("apply"):
+            outcomes: list[ReleaseRecord] = []
             for table_id, frame in sorted(decoded.tables.items(), key=lambda kv: kv[0].name):
                 info = decoded.table_info[table_id]
                 applier = TableApplier(spark, info, source.lake_options(table_id), batch_props)
-                frame = before_cuts(frame, cuts)
-                try:
-                    result = applier.apply(frame, batch_id, redo=redo)
-                except SchemaEvolutionError as exc:
-                    if source.lake_options(table_id).schema_policy.value == "fail":
-                        raise
-                    result = TableResult(
-                        table=applier.identifier, mode=applier.options.mode.value, quarantined=str(exc)
-                    )
-                    _quarantine(spark, source, batch_id, applier.identifier, frame, raw, str(exc), redo)
-                    logger.error("QUARANTINED %s: %s", applier.identifier, exc)
+                result, outcome = _apply_table(
+                    spark,
+                    source,
+                    applier,
+                    before_cuts(frame, cuts),
+                    before_cuts(own[table_id], cuts),
+                    quarantined.get(applier.identifier),
+                    raw,
+                    batch_id,
+                    redo,
+                    blocked.get(applier.identifier),
+                )
+                result.decoded = _decoded_ops(summary.counts, table_id)
+                outcomes += [outcome] if outcome else []
                 summary.tables[result.table] = result.as_dict()
                 checkpoint(f"table:{len(summary.tables)}")
                 logger.info("source %s batch %s table %s: %s", source.name, batch_id, result.table, result.as_dict())
+            for state in releases:
+                if state.table not in summary.tables:  # no held record decoded as an event of the table
+                    detail = "no held record decoded as a change event of the table (see cdc_audit.dead_letters)"
+                    outcomes.append(state.outcome(batch_id, ReleaseStatus.APPLIED, detail))
+            _append_audit_rows(spark, RELEASES, RELEASES_DDL, [o.row() for o in outcomes], batch_id, redo)
         with timed("dead-letters"):
             dead = before_cuts(decoded.dead_letters, cuts, "topic", "partition", "offset")
-            summary.dead_lettered = _dead_letters(spark, source, batch_id, dead, redo)
+            dead_by_tp = _dead_letters(spark, source, batch_id, dead, redo)
+            summary.dead_lettered = sum(dead_by_tp.values())
+            summary.dead_by_partition = {f"{t}/{p}": n for (t, p), n in sorted(dead_by_tp.items())}
+            tables_of = {t: table_identifier(tid) for tid, i in decoded.table_info.items() for t in i.topics}
+            for (topic, _), n in dead_by_tp.items():
+                if tables_of.get(topic) in summary.tables:
+                    summary.tables[tables_of[topic]]["dead_lettered"] += n
             _transactions_audit(spark, tx_plan, source, batch_id, redo)
         with timed("schema-audit"):
             ddls = table_ddls(decoded.schema_changes)
@@ -245,7 +304,7 @@ def run_batch(
             names = {f"{tid.namespace}.{tid.table}": tid for tid in decoded.tables}
             first_positions = {}
             for ddl_table in {d.table for d in ddls} & set(names):
-                top = decoded.tables[names[ddl_table]].agg(F.min("_cdc_position").alias("p")).collect()[0]["p"]
+                top = own[names[ddl_table]].agg(F.min("_cdc_position").alias("p")).collect()[0]["p"]
                 if top is not None:
                     first_positions[ddl_table] = [int(x) for x in top]
             schema_topics = {r.topic: r for r in ranges if r.topic == source.topic_prefix}
@@ -268,6 +327,114 @@ def run_batch(
     finally:
         raw.unpersist()
     return summary
+
+
+def _apply_table(
+    spark: SparkSession,
+    source: SourceConfig,
+    applier: TableApplier,
+    frame: DataFrame,
+    own: DataFrame,
+    state: QuarantineState | None,
+    raw: DataFrame,
+    batch_id: str,
+    redo: bool,
+    blocked: str | None = None,
+) -> tuple[TableResult, ReleaseRecord | None]:
+    """Apply one table's events; hold them when it is quarantined; apply its pending release.
+
+    Args:
+        frame: the table's change rows of the batch (released held records included).
+        own: the same without released held records (what is held if the table is quarantined).
+        state: the table's quarantine state, if it is quarantined.
+        blocked: why its pending release cannot be applied in this batch (see :func:`_cuts_among_held`).
+
+    Returns:
+        The table's result and, when a release was pending, its outcome row.
+
+    Raises:
+        SchemaEvolutionError: when the table's schema policy is ``fail`` and its schema changed.
+    """
+    identifier, mode = applier.identifier, applier.options.mode.value
+    if state is not None and state.release is None:
+        result = TableResult(table=identifier, mode=mode, quarantined=state.reason)
+        result.events = _quarantine(spark, source, batch_id, identifier, own, raw, state.reason, redo)
+        logger.warning(
+            "source %s batch %s: %s is quarantined since batch %s; its events are held until it is released "
+            "(cdclake quarantine release %s --action evolve|recreate)",
+            source.name,
+            batch_id,
+            identifier,
+            state.batches[0],
+            identifier,
+        )
+        return result, None
+    release = state.release if state is not None else None
+    if state is not None and release is not None and blocked is not None:
+        result = TableResult(table=identifier, mode=mode, quarantined=state.reason)
+        result.events = _quarantine(spark, source, batch_id, identifier, own, raw, state.reason, redo)
+        detail = f"{blocked}: its held records cannot be replayed in one batch; the table stays quarantined"
+        logger.error("source %s batch %s: release of %s failed: %s", source.name, batch_id, identifier, detail)
+        return result, state.outcome(batch_id, ReleaseStatus.FAILED, detail)
+    if release is not None:
+        if release.action is ReleaseAction.RECREATE:
+            applier.set_aside(replaced_suffix(batch_id))
+        else:
+            applier.options = applier.options.model_copy(update={"schema_policy": SchemaPolicy.EVOLVE})
+    try:
+        result = applier.apply(frame, batch_id, redo=redo)
+    except SchemaEvolutionError as exc:
+        if release is None and applier.options.schema_policy is SchemaPolicy.FAIL:
+            raise
+        result = TableResult(table=identifier, mode=mode, quarantined=str(exc))
+        result.events = _quarantine(spark, source, batch_id, identifier, own, raw, str(exc), redo)
+        logger.error("QUARANTINED %s: %s", identifier, exc)
+        if state is None:
+            return result, None
+        return result, state.outcome(batch_id, ReleaseStatus.FAILED, f"{exc}; {release_hint(state)}")
+    if state is None or release is None:
+        return result, None
+    result.released = {"action": release.action.value, "records": state.records, "batches": list(state.batches)}
+    logger.warning(
+        "source %s batch %s: released %s (%s): %d held records re-read",
+        source.name,
+        batch_id,
+        identifier,
+        release.action.value,
+        state.records,
+    )
+    return result, state.outcome(batch_id, ReleaseStatus.APPLIED)
+
+
+def _cuts_among_held(decoded: DecodedBatch, ranges: list[OffsetRange]) -> dict[str, str]:
+    """Schema cuts the decoder made among released held records, before the batch's own records.
+
+    The ledger must never go back: such a cut moves to the start of the batch's range in its
+    partition (or is dropped when the batch read nothing there). The records after it were left out
+    of the decoded tables, so the releases of those tables cannot be applied in this batch.
+
+    Returns:
+        Why, per lake identifier of the tables concerned.
+    """
+    starts = {(r.topic, r.partition): r.start for r in ranges}
+    among_held = {tp: off for tp, off in decoded.schema_cuts.items() if tp not in starts or off < starts[tp]}
+    for tp in among_held:
+        if tp in starts:
+            decoded.schema_cuts[tp] = starts[tp]
+        else:
+            del decoded.schema_cuts[tp]
+    return {
+        table_identifier(tid): f"the held records change schema incompatibly at {topic}/{partition} offset {offset}"
+        for tid, info in decoded.table_info.items()
+        for (topic, partition), offset in sorted(among_held.items())
+        if topic in info.topics
+    }
+
+
+def _decoded_ops(counts: dict[str, int], table_id: TableId) -> dict[str, int]:
+    """Events decoded per op of one table, from :meth:`DecodedBatch.counts` (``data:<name>:<op>``)."""
+    prefix = f"data:{table_id.name}:"
+    return {key[len(prefix) :]: n for key, n in counts.items() if key.startswith(prefix)}
 
 
 def _tx_summary(plan: TxPlan) -> dict[str, Any]:
@@ -335,13 +502,19 @@ def _already(spark: SparkSession, table: str, batch_id: str, redo: bool = True) 
     )
 
 
-def _dead_letters(spark: SparkSession, source: SourceConfig, batch_id: str, dead: DataFrame, redo: bool) -> int:
-    count = dead.count()
+def _dead_letters(
+    spark: SparkSession, source: SourceConfig, batch_id: str, dead: DataFrame, redo: bool
+) -> dict[TopicPartition, int]:
+    """Write the batch's dead letters once; returns their number per topic-partition."""
+    per_tp = {
+        (r["topic"], int(r["partition"])): int(r["count"]) for r in dead.groupBy("topic", "partition").count().collect()
+    }
+    count = sum(per_tp.values())
     if not count:
-        return 0
+        return {}
     table = _audit_ddl(spark, "dead_letters", DEAD_LETTERS_DDL)
     if _already(spark, table, batch_id, redo):
-        return count
+        return per_tp
     out = dead.select(
         F.lit(source.name).alias("source"),
         F.lit(batch_id).alias("batch_id"),
@@ -355,7 +528,7 @@ def _dead_letters(spark: SparkSession, source: SourceConfig, batch_id: str, dead
     )
     out.writeTo(table).option("snapshot-property.cdc.batch-id", batch_id).append()
     logger.warning("source %s batch %s: %d records dead-lettered into %s", source.name, batch_id, count, table)
-    return count
+    return per_tp
 
 
 def _quarantine(
@@ -367,18 +540,35 @@ def _quarantine(
     raw: DataFrame,
     reason: str,
     redo: bool = True,
-) -> None:
-    table = _audit_ddl(spark, "quarantine", QUARANTINE_DDL)
+) -> dict[str, int]:
+    """Hold the records of ``frame`` in ``cdc_audit.quarantine`` (once per batch and table).
+
+    Returns:
+        The held events per op.
+    """
+    events = {r["_cdc_op"]: int(r["count"]) for r in frame.groupBy("_cdc_op").count().collect()}
+    if not events:
+        return events
+    table = _audit_ddl(spark, QUARANTINE, QUARANTINE_DDL)
+    add_missing_columns(spark, table, QUARANTINE_ADDED_COLUMNS)
     if _already(spark, table, batch_id + ":" + identifier, redo):
-        return
+        return events
     coords = frame.select(
         F.col("_cdc_topic").alias("topic"),
         F.col("_cdc_partition").alias("partition"),
         F.col("_cdc_offset").alias("offset"),
     )
-    held = coords.join(
-        raw.select("topic", "partition", "offset", "key", "value"), ["topic", "partition", "offset"]
-    ).select(
+    present = set(raw.columns)
+    record = raw.select(
+        "topic",
+        "partition",
+        "offset",
+        "key",
+        "value",
+        (F.col("timestamp") if "timestamp" in present else F.lit(None)).cast("timestamp").alias("timestamp"),
+        (F.col("headers") if "headers" in present else F.lit(None)).cast(HEADER_TYPE).alias("headers"),
+    )
+    held = coords.join(record, ["topic", "partition", "offset"]).select(
         F.lit(source.name).alias("source"),
         F.lit(batch_id).alias("batch_id"),
         F.lit(identifier).alias("table"),
@@ -389,5 +579,8 @@ def _quarantine(
         F.col("value").cast("string").alias("value"),
         F.lit(reason).alias("reason"),
         F.current_timestamp().alias("recorded_at"),
+        "timestamp",
+        "headers",
     )
     held.writeTo(table).option("snapshot-property.cdc.batch-id", batch_id + ":" + identifier).append()
+    return events

@@ -12,7 +12,8 @@ from cdclake.connectors import load_spec
 from cdclake.exceptions import ConfigError
 from cdclake.ingest.config import SourceConfig
 from cdclake.ingest.job import BatchSummary, run_batch
-from cdclake.ingest.sources import KafkaRecordSource, ReplayRecordSource, source_topic_patterns
+from cdclake.ingest.sources import KafkaRecordSource, RecordSource, ReplayRecordSource, source_topic_patterns
+from cdclake.ingest.transactions import record_clock
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -33,7 +34,31 @@ def ingest_from_kafka(
     source = SourceConfig.from_spec(loaded)
     servers = bootstrap or loaded.kafka_bootstrap_servers
     records = KafkaRecordSource(servers, source_topic_patterns(source.topic_prefix))
-    return run_batch(spark, source, records, max_records=max_records)
+    return run_capped_batch(spark, source, records, max_records)
+
+
+def run_capped_batch(
+    spark: SparkSession, source: SourceConfig, records: RecordSource, max_records: int | None
+) -> BatchSummary:
+    """One batch; when the cap alone kept it from applying anything, batches again with the cap doubled.
+
+    A transaction larger than ``max_records`` can never complete inside a capped range: without the
+    growth every batch would hold it, and the source would stall until the transaction's age limit.
+    Each held batch is committed to the ledger as it is (no offsets advance), so the growth is exact.
+    """
+    cap = max_records
+    while True:
+        result = run_batch(spark, source, records, max_records=cap)
+        if not (result.held_everything and cap is not None and result.records >= cap):
+            return result
+        logger.warning(
+            "source %s batch %s: a transaction does not fit max_records=%d; batching again with %d",
+            source.name,
+            result.batch_id,
+            cap,
+            cap * 2,
+        )
+        cap *= 2
 
 
 def replay_files(
@@ -73,10 +98,13 @@ def replay_files(
     summary = BatchSummary(source=source.name, batch_id=None, status="no-new-records")
     # a replay applies everything in the files: run batches until the ledger has caught up, or until
     # a batch makes no progress (everything left belongs to transactions still incomplete in the files)
-    while True:
-        result = run_batch(spark, source, records, max_records=max_records)
-        if result.batch_id is None:
-            return summary if summary.batch_id else result
-        summary = result
-        if result.held_everything:
-            return summary
+    # Transaction ages are measured on the records' clock: the files are replayed as they were read
+    # when recorded, so a capture cut inside a transaction holds it however old the capture is.
+    with record_clock():
+        while True:
+            result = run_capped_batch(spark, source, records, max_records)
+            if result.batch_id is None:
+                return summary if summary.batch_id else result
+            summary = result
+            if result.held_everything:
+                return summary

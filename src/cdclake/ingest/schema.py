@@ -7,10 +7,14 @@ Policies (per table, from the connector spec's ``lake.schema_policy``):
   with nulls from then on; an incompatible change quarantines the table;
 * ``fail``: any change other than none raises :class:`SchemaEvolutionError`;
 * ``quarantine``: any change quarantines the table (its events are held in ``cdc_audit.quarantine``).
+
+A quarantined table stays so until it is released (:mod:`cdclake.ingest.quarantine`).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -41,6 +45,38 @@ class ColumnChange:
 
     def describe(self) -> str:
         return f"{self.kind.value} {self.column}: {self.old_type or '-'} -> {self.new_type or '-'}"
+
+
+_KINDS = "|".join(k.value for k in ChangeKind)
+_DESCRIBED = re.compile(rf"(?:^|[:;] )({_KINDS}) (\S+): (.+?) -> (.+?)(?=; (?:{_KINDS}) |$)")
+
+
+def parse_changes(text: str) -> list[ColumnChange]:
+    """The changes :meth:`ColumnChange.describe` wrote into ``text`` (a quarantine reason), in order (pure)."""
+    return [
+        ColumnChange(ChangeKind(kind), column, None if old == "-" else old, None if new == "-" else new)
+        for kind, column, old, new in _DESCRIBED.findall(text)
+    ]
+
+
+def unresolved_changes(changes: list[ColumnChange], lake_types: Mapping[str, str]) -> list[ColumnChange]:
+    """Incompatible changes the lake table still has: the column exists with its old type (pure).
+
+    Args:
+        changes: e.g. from :func:`parse_changes`.
+        lake_types: the lake table's column types now, in Spark SQL spelling (``STRING``, ``BIGINT``, …).
+    """
+
+    def norm(spelling: str | None) -> str:
+        return (spelling or "").replace(" ", "").upper()
+
+    return [
+        c
+        for c in changes
+        if c.kind is ChangeKind.INCOMPATIBLE
+        and c.column in lake_types
+        and norm(lake_types[c.column]) == norm(c.old_type)
+    ]
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@
   position and resulting column list. Events without table changes (``SET …``, ``USE …``, database
   DDL, MariaDB's session statements) are not table drift and are skipped.
 * Every evolution the job applied to a lake table (column added/widened/missing, table created,
-  quarantined) is recorded too, with the batch's position watermark for that table.
+  quarantined, released from quarantine) is recorded too, with the batch's position watermark for
+  that table.
 * An **unexplained mismatch** fails the batch's reconciliation: a table whose latest DDL in the batch
   declares a column set that differs from the columns its data events in the same batch carry (a
   column the DDL added that events lack, or events carrying a column the DDL does not know).
@@ -136,6 +137,19 @@ def audit_rows(
                     "table": table,
                     "kind": "lake_evolution",
                     "detail": change,
+                    "ddl": None,
+                    "position": json.dumps(result.get("watermark")),
+                }
+            )
+        if result.get("released"):
+            released = result["released"]
+            rows.append(
+                {
+                    "source": source,
+                    "batch_id": batch_id,
+                    "table": table,
+                    "kind": "quarantine_released",
+                    "detail": json.dumps(released, sort_keys=True),
                     "ddl": None,
                     "position": json.dumps(result.get("watermark")),
                 }

@@ -15,7 +15,15 @@ from pyspark.sql import types as T
 from cdclake.connectors.spec import LakeMode, LakeOptions, PartitionField, SchemaPolicy
 from cdclake.decode.batch import TableInfo
 from cdclake.ingest import apply, mongo
-from cdclake.ingest.naming import META_COLUMNS, META_NAMES, TOMBSTONE_SUFFIX, sql_name, table_identifier
+from cdclake.ingest.naming import (
+    META_COLUMNS,
+    META_NAMES,
+    TOMBSTONE_SUFFIX,
+    quote,
+    sql_name,
+    table_identifier,
+    table_parts,
+)
 from cdclake.ingest.schema import SchemaEvolutionError, create_table_ddl, plan_evolution, spark_sql_type, storable
 
 if TYPE_CHECKING:
@@ -71,9 +79,14 @@ class TableResult:
     quarantined: str | None = None
     schema_changes: list[str] = field(default_factory=list)
     watermark: list[int] | None = None
+    applied_by_op: dict[str, int] = field(default_factory=dict)
+    skipped_by_op: dict[str, int] = field(default_factory=dict)
+    decoded: dict[str, int] = field(default_factory=dict)
+    dead_lettered: int = 0
+    released: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "mode": self.mode,
             "events": self.events,
             "applied": self.applied,
@@ -82,7 +95,23 @@ class TableResult:
             "quarantined": self.quarantined,
             "schema_changes": self.schema_changes,
             "watermark": self.watermark,
+            "decoded": self.decoded,
+            "applied_by_op": self.applied_by_op,
+            "skipped_by_op": self.skipped_by_op,
+            "dead_lettered": self.dead_lettered,
         }
+        if self.released is not None:
+            out["released"] = self.released
+        return out
+
+
+def _count_ops(result: TableResult, counts: dict[tuple[str, bool], int]) -> None:
+    """Applied and skipped (stale) events, per op and in total, from ``{(op, stale): n}``."""
+    for (op, stale), n in sorted(counts.items()):
+        target = result.skipped_by_op if stale else result.applied_by_op
+        target[op] = target.get(op, 0) + n
+    result.skipped_stale = sum(result.skipped_by_op.values())
+    result.applied = sum(result.applied_by_op.values())
 
 
 class TableApplier:
@@ -117,6 +146,25 @@ class TableApplier:
     def _namespace(self) -> None:
         parts = self.name.split(".")
         self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {'.'.join(parts[:-1])}")
+
+    def set_aside(self, suffix: str) -> str | None:
+        """Rename the table to ``<table><suffix>`` and drop its tombstones, so the next apply creates it anew.
+
+        Idempotent: nothing happens when ``<table><suffix>`` already exists (a redo of the same batch)
+        or the table does not.
+
+        Returns:
+            The identifier the table now has, or None when nothing was renamed.
+        """
+        parts = table_parts(self.info.table_id)
+        renamed = sql_name(self.info.table_id, suffix)
+        if self._exists(renamed) or not self._exists(self.name):
+            return None
+        self.spark.sql(f"DROP TABLE IF EXISTS {self.tombstones} PURGE")
+        self.spark.sql(f"ALTER TABLE {self.name} RENAME TO {quote((*parts[:-1], parts[-1] + suffix))}")
+        identifier = self.identifier + suffix
+        logger.warning("%s: set aside as %s (recreated from its events)", self.identifier, identifier)
+        return identifier
 
     def ensure_table(self, schema: Any) -> list[str]:
         """Create the table on first sight, or plan and apply schema evolution per policy.
@@ -256,6 +304,7 @@ class TableApplier:
             writer = writer.option(f"snapshot-property.{key}", value)
         writer.append()
         result.applied = sum(result.events.values())
+        result.applied_by_op = dict(result.events)
 
     def _upsert(self, frame: DataFrame, props: dict[str, str], result: TableResult, stats: _Stats) -> None:
         keys = self.info.key_columns
@@ -282,8 +331,7 @@ class TableApplier:
                 (r["_cdc_op"], r[apply.STALE]): int(r["count"])
                 for r in marked.groupBy("_cdc_op", apply.STALE).count().collect()
             }
-            result.skipped_stale = sum(n for (_, stale), n in counts.items() if stale)
-            result.applied = sum(n for (_, stale), n in counts.items() if not stale)
+            _count_ops(result, counts)
             fresh = marked.where(~F.col(apply.STALE)).drop(apply.STALE)
             view = f"cdc_batch_{abs(hash(self.name))}"
             fresh.createOrReplaceTempView(view)
@@ -312,8 +360,11 @@ class TableApplier:
             .drop("__seen")
             .localCheckpoint(eager=True)
         )
-        counts = {r[apply.STALE]: int(r["count"]) for r in marked.groupBy(apply.STALE).count().collect()}
-        result.skipped_stale, result.applied = counts.get(True, 0), counts.get(False, 0)
+        counts = {
+            (r["_cdc_op"], r[apply.STALE]): int(r["count"])
+            for r in marked.groupBy("_cdc_op", apply.STALE).count().collect()
+        }
+        _count_ops(result, counts)
         fresh = marked.where(~F.col(apply.STALE)).drop(apply.STALE)
         current = table.where("_cdc_is_current").select(*key_cols, *[F.col(f"`{c}`") for c in stats.keep])
         versions = apply.scd2_versions(fresh, current, keys, data_cols, stats.keep).localCheckpoint(eager=True)

@@ -48,10 +48,11 @@ def record_clock() -> Iterator[None]:
 
     "Now" becomes the latest Kafka timestamp of the batch's transaction records when that is earlier
     than the planning time: recorded files are replayed as if read when they were recorded, and a
-    redo (same records) still decides the same way. Live ingestion keeps the wall clock, so a
-    transaction stuck at the end of an idle source still expires. Opt-in: on this clock a transaction
-    that cannot complete inside the files (larger than ``max_records``, or with a dead-lettered event)
-    is held, not expired, unless the files go on for ``max_incomplete_age`` after it.
+    redo (same records) still decides the same way. ``replay_files`` runs inside it; live ingestion
+    keeps the wall clock, so a transaction stuck at the end of an idle source still expires. On this
+    clock a transaction that cannot complete inside the files is held, not expired, unless the files go
+    on for ``max_incomplete_age`` after it (a transaction larger than ``max_records`` is not one of
+    those: :func:`cdclake.ingest.runner.run_capped_batch` grows the cap until it fits).
     """
     token = _RECORD_CLOCK.set(True)
     try:

@@ -12,6 +12,11 @@ Order per table (each step optional):
 3. ``expire_snapshots``: drop snapshots older than N days, always keeping the last K.
 4. ``remove_orphan_files``: delete files no snapshot references that are older than N days (the
    age guard keeps files of writes still in flight).
+
+Upsert tables also have a side table of delete tombstones (``<table>__cdc_deletes``, see
+:mod:`cdclake.ingest.naming`): :func:`tombstone_calls` deletes the tombstones recorded (``_cdc_deleted_at``,
+the ingest time of the delete) more than ``tombstone_retention_days`` ago, counting them first; the side
+table then gets the same procedures as its table.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from cdclake.assets import catalog_identifier
 from cdclake.connectors import LakeMode, LakeOptions
+from cdclake.connectors.spec import TOMBSTONE_RETENTION_DAYS_DEFAULT
 from cdclake.exceptions import ConfigError
+from cdclake.ingest.naming import TOMBSTONE_SUFFIX
 from cdclake.lake.catalog import CATALOG_NAME
 
 if TYPE_CHECKING:
@@ -54,8 +61,11 @@ class MaintenancePolicy:
         remove_orphan_files: run ``remove_orphan_files``.
         orphan_older_than_days: only remove orphans older than this many days (at least 1: Iceberg's
             procedure refuses shorter intervals).
-        dry_run: ``remove_orphan_files`` only lists what it would delete (the job also skips the
-            other procedures, which have no dry-run mode).
+        expire_tombstones: delete old delete tombstones (upsert tables; off when the spec's
+            ``tombstone_retention_days`` is null).
+        tombstone_retention_days: delete tombstones recorded more than this many days ago.
+        dry_run: ``remove_orphan_files`` only lists what it would delete and expired tombstones are
+            only counted (the job also skips the other procedures, which have no dry-run mode).
     """
 
     expire_snapshots: bool = True
@@ -67,6 +77,8 @@ class MaintenancePolicy:
     rewrite_position_deletes: bool = True
     remove_orphan_files: bool = True
     orphan_older_than_days: float = ORPHAN_OLDER_THAN_DAYS_DEFAULT
+    expire_tombstones: bool = True
+    tombstone_retention_days: float = TOMBSTONE_RETENTION_DAYS_DEFAULT
     dry_run: bool = False
 
     def __post_init__(self) -> None:
@@ -82,6 +94,8 @@ class MaintenancePolicy:
         if self.orphan_older_than_days < 1:
             # Iceberg's procedure refuses intervals under 24 hours (files of in-flight writes look orphaned).
             problems.append("orphan_older_than_days must be >= 1 (Iceberg refuses intervals under 24 hours)")
+        if self.tombstone_retention_days < 0:
+            problems.append("tombstone_retention_days must be >= 0")
         if problems:
             raise ConfigError("maintenance policy: " + "; ".join(problems))
 
@@ -92,7 +106,8 @@ _POLICY_KEYS = {f.name for f in fields(MaintenancePolicy)}
 def policy_for(lake: LakeOptions | None = None, overrides: Mapping[str, Any] | None = None) -> MaintenancePolicy:
     """The policy of one table: defaults, adjusted to the table's lake options, then explicit overrides.
 
-    ``append`` tables never delete, so position-delete compaction is off for them.
+    ``append`` tables never delete, so position-delete compaction is off for them; only ``upsert``
+    tables have tombstones, kept for the spec's ``tombstone_retention_days`` (null: forever).
 
     Args:
         lake: the table's ``lake`` options from its connector spec.
@@ -104,6 +119,11 @@ def policy_for(lake: LakeOptions | None = None, overrides: Mapping[str, Any] | N
     policy = MaintenancePolicy()
     if lake is not None and lake.mode is LakeMode.APPEND:
         policy = replace(policy, rewrite_position_deletes=False)
+    if lake is not None:
+        if lake.mode is not LakeMode.UPSERT or lake.tombstone_retention_days is None:
+            policy = replace(policy, expire_tombstones=False)
+        else:
+            policy = replace(policy, tombstone_retention_days=lake.tombstone_retention_days)
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     unknown = sorted(set(given) - _POLICY_KEYS)
     if unknown:
@@ -207,6 +227,41 @@ def maintenance_calls(
                 f"CALL {system}.remove_orphan_files(table => {name}, older_than => {older})",
             )
         )
+    return calls
+
+
+def tombstone_identifier(identifier: str) -> str:
+    """``lake.<prefix>.<schema>.<table>__cdc_deletes``: the side table of an upsert table's delete tombstones."""
+    return f"{CATALOG_NAME}.{catalog_identifier(identifier)}{TOMBSTONE_SUFFIX}"
+
+
+def tombstone_calls(
+    identifier: str,
+    policy: MaintenancePolicy,
+    now: datetime,
+    catalog: str = CATALOG_NAME,
+) -> list[MaintenanceCall]:
+    """Statements that expire the delete tombstones of one upsert table (pure).
+
+    ``count_expired_tombstones`` counts the tombstones recorded before ``now`` minus the retention
+    (``_cdc_deleted_at``, their ingest time); ``expire_tombstones`` deletes them (not in a dry run).
+
+    Args:
+        identifier: the upsert table (not its side table), with or without the catalog.
+        policy: the table's policy.
+        now: the reference time for the retention.
+        catalog: the Spark catalog holding the table.
+    """
+    if not policy.expire_tombstones:
+        return []
+    side = catalog_identifier(tombstone_identifier(identifier))
+    name = ".".join((catalog, *(f"`{part.replace('`', '``')}`" for part in side.split("."))))
+    expired = f"_cdc_deleted_at < {_timestamp(now - timedelta(days=policy.tombstone_retention_days))}"
+    calls = [
+        MaintenanceCall("count_expired_tombstones", side, f"SELECT count(*) AS expired FROM {name} WHERE {expired}")
+    ]
+    if not policy.dry_run:
+        calls.append(MaintenanceCall("expire_tombstones", side, f"DELETE FROM {name} WHERE {expired}"))
     return calls
 
 

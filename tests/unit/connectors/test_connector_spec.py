@@ -112,6 +112,15 @@ def test_tables_may_be_plain_strings(tmp_path: Path) -> None:
     raw = _valid_pg() | {"tables": ["inventory.customers"]}
     spec = load_spec(_write(tmp_path, raw))
     assert spec.tables[0].lake.mode is LakeMode.UPSERT
+    assert spec.tables[0].lake.tombstone_retention_days == 7.0
+
+
+def test_tombstone_retention_is_set_per_table_or_kept_forever(tmp_path: Path) -> None:
+    raw = _valid_pg()
+    raw["tables"][0]["lake"] = {"tombstone_retention_days": 1.5}
+    raw["tables"][1]["lake"] = {"tombstone_retention_days": None}
+    spec = load_spec(_write(tmp_path, raw))
+    assert [t.lake.tombstone_retention_days for t in spec.tables] == [1.5, None]
 
 
 def test_spec_is_frozen(tmp_path: Path) -> None:
@@ -138,6 +147,11 @@ INVALID_CASES = [
         lambda r: r["tables"][0].__setitem__("lake", {"partitioning": ["bucket(x, id)"]}),
         "tables[0].lake.partitioning",
         "is not a partition transform",
+    ),
+    (
+        lambda r: r["tables"][0].__setitem__("lake", {"tombstone_retention_days": -1}),
+        "tables[0].lake.tombstone_retention_days",
+        "greater than or equal to 0",
     ),
     (lambda r: r.__setitem__("capture_password", "hunter2"), "capture_password", "literal passwords are not allowed"),
     (lambda r: r.__setitem__("connector", "oracle"), "connector", "must be one of postgresql, mysql"),

@@ -75,6 +75,13 @@ class Replay:
             )
         ]
 
+    def dead_letters(self) -> list[tuple[Any, ...]]:
+        if not self.spark.catalog.tableExists("lake.cdc_audit.dead_letters"):
+            return []
+        return self.sql(
+            "SELECT `offset`, reason FROM lake.cdc_audit.dead_letters WHERE source = '{p}' ORDER BY `offset`"
+        )
+
     def rows(self, columns: list[str]) -> list[dict[str, Any]]:
         cols = ", ".join(f"`{c}`" for c in columns)
         return [r.asDict() for r in self.spark.sql(f"SELECT {cols} FROM {self.table} ORDER BY id").collect()]
@@ -163,22 +170,10 @@ def test_batched_incompatible_change_quarantines_the_table(batched: Replay) -> N
 
 
 def test_batched_lake_rows_before_the_incompatible_step_match_the_db(batched: Replay) -> None:
-    columns = _db_columns("numeric_a2")
-    lake = batched.rows(columns)
-    before = {r["id"]: r for r in _db_rows("numeric_a2")}
-    # The batch that quarantines the table may (depending on where the batches cut) also hold the tail of the 8-row UPDATE of a2 (ids 7, 8
-    # at offsets 19, 20; where the batches cut depends on when the big transaction expires): the
-    # decoder reads a2 as int32 (the batch's latest schema) and dead-letters those string events as
-    # type_mismatch, so those rows keep the values of the step before.
-    dead = batched.sql(
-        "SELECT `offset`, reason FROM lake.cdc_audit.dead_letters WHERE source = '{p}' ORDER BY `offset`"
-    )
-    assert {r[1] for r in dead} <= {"type_mismatch"} and {r[0] for r in dead} <= {19, 20}
-    lost = {offset - 12 for offset, _ in dead}  # offsets 13..20 update ids 1..8
-    widen = {r["id"]: r for r in _db_rows("widen_b")}
-    expected = [widen[i] if i in lost else before[i] for i in sorted(before)]
-    assert lake == expected
-    assert max(r["b"] for r in lake) == 4294967296  # > 2^31 after the widening
+    # every event before MODIFY a2 INT is applied (none dead-lettered), nothing after it
+    assert batched.dead_letters() == []
+    assert batched.rows(_db_columns("numeric_a2")) == _db_rows("numeric_a2")
+    assert max(r["b"] for r in batched.rows(["b"])) == 4294967296  # > 2^31 after the widening
 
 
 # A DDL is only compared with events when that is conclusive (schema topic read to its end, DDL before
@@ -191,23 +186,16 @@ def test_batched_agreeing_ddls_report_no_mismatch(batched: Replay) -> None:
 # -- one batch --------------------------------------------------------------------------------------------------
 
 
-def test_single_batch_dead_letters_the_old_a2_events_instead_of_quarantining(single: Replay) -> None:
-    # Known limitation pinned: in one batch the decoder reads a2 with the batch's latest schema
-    # (int32) and dead-letters every earlier string a2 event (offsets 9..20) as type_mismatch. Their
-    # transactions look incomplete (END count > decoded events) until they expire (the capture is
-    # older than max_incomplete_age), then the rest is applied as is: the table is never quarantined,
-    # rows 7 and 8 (only ever written in the a2-string era) are lost and rows 2..6 keep older values.
-    dead = single.sql("SELECT `offset`, reason FROM lake.cdc_audit.dead_letters WHERE source = '{p}' ORDER BY `offset`")
-    assert dead == [(o, "type_mismatch") for o in range(9, 21)]
-    assert not [r for r in single.audit() if r[2] == "quarantined"]
-    lake = {r["id"]: r for r in single.rows(["id", "a", "a2", "b", "d"])}
-    assert sorted(lake) == [1, 2, 3, 4, 5, 6, 9]
-    # rows last written before the rename match the DB after DROP COLUMN c (data offsets 0..8)
-    after_drop = {r["id"]: r for r in _db_rows("drop_c")}
-    for i in (2, 3, 4, 5, 6):
-        assert {k: lake[i][k] for k in ("id", "a", "b", "d")} == after_drop[i]
-    # rows written after MODIFY a2 INT match the DB's final rows on id, a2, b, d
-    final = {r["id"]: r for r in _db_rows("a2_to_int")}
-    for i in (1, 9):
-        assert {k: lake[i][k] for k in ("id", "b", "d")} == {k: final[i][k] for k in ("id", "b", "d")}
-        assert str(lake[i]["a2"]) == str(final[i]["a2"])
+def test_single_batch_cuts_at_the_incompatible_change_then_quarantines(single: Replay) -> None:
+    # One range holds a2 as a string (offsets 9..20) and, after MODIFY a2 INT, as int32 (21, 22). The
+    # decoder decodes the string era and cuts the topic at the first int32 event; the batch applies what
+    # is before the cut and commits the offsets up to it; the next batch starts at the new schema, which
+    # cannot evolve the table (STRING -> INT) and quarantines it, holding 21 and 22.
+    summaries = single.batches()
+    cut = [s["schema_cuts"] for s in summaries if s.get("schema_cuts")]
+    assert cut and "column a2: string -> int" in next(iter(cut[0].values()))
+    assert single.dead_letters() == []
+    assert single.rows(_db_columns("numeric_a2")) == _db_rows("numeric_a2")
+    reason = f"{single.table}: cannot evolve (evolve): incompatible_type_change a2: STRING -> INT"
+    held = single.sql("SELECT `offset`, reason FROM lake.cdc_audit.quarantine WHERE source = '{p}' ORDER BY `offset`")
+    assert {r[0] for r in held} == {21, 22} and {r[1] for r in held} == {reason}

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import pytest
 
 from cdclake.connectors import LakeOptions
 from cdclake.exceptions import ConfigError
-from cdclake.lake.maintenance import MaintenanceCall, MaintenancePolicy, maintenance_calls, policy_for, run_calls
+from cdclake.lake.maintenance import (
+    MaintenanceCall,
+    MaintenancePolicy,
+    maintenance_calls,
+    policy_for,
+    run_calls,
+    tombstone_calls,
+    tombstone_identifier,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -19,7 +27,43 @@ NOW = datetime(2026, 11, 21, 6, 0, 0, tzinfo=UTC)
 
 def test_policy_defaults_and_append_tables_skip_position_deletes() -> None:
     assert policy_for(LakeOptions()) == MaintenancePolicy()
-    assert policy_for(LakeOptions(mode="append")) == MaintenancePolicy(rewrite_position_deletes=False)
+    assert policy_for(LakeOptions(mode="append")) == MaintenancePolicy(
+        rewrite_position_deletes=False, expire_tombstones=False
+    )
+
+
+def test_tombstone_retention_comes_from_the_spec_and_only_upsert_tables_have_tombstones() -> None:
+    assert MaintenancePolicy().tombstone_retention_days == 7.0
+    assert policy_for(LakeOptions(tombstone_retention_days=2)).tombstone_retention_days == 2.0
+    assert (
+        policy_for(LakeOptions(tombstone_retention_days=2), {"tombstone_retention_days": 0.5}).tombstone_retention_days
+        == 0.5
+    )
+    assert policy_for(LakeOptions(tombstone_retention_days=None)).expire_tombstones is False  # kept forever
+    assert policy_for(LakeOptions(mode="scd2")).expire_tombstones is False
+    with pytest.raises(ConfigError, match="tombstone_retention_days must be >= 0"):
+        policy_for(None, {"tombstone_retention_days": -1})
+
+
+def test_tombstone_statements_delete_by_ingest_time() -> None:
+    assert tombstone_identifier("pg.inventory.customers") == "lake.pg.inventory.customers__cdc_deletes"
+    side = "pg.inventory.customers__cdc_deletes"
+    expired = "_cdc_deleted_at < TIMESTAMP '2026-11-19 18:00:00.000000'"
+    policy = MaintenancePolicy(tombstone_retention_days=1.5)
+    assert tombstone_calls("lake.pg.inventory.customers", policy, NOW) == [
+        MaintenanceCall(
+            "count_expired_tombstones",
+            side,
+            f"SELECT count(*) AS expired FROM lake.`pg`.`inventory`.`customers__cdc_deletes` WHERE {expired}",
+        ),
+        MaintenanceCall(
+            "expire_tombstones", side, f"DELETE FROM lake.`pg`.`inventory`.`customers__cdc_deletes` WHERE {expired}"
+        ),
+    ]
+    # a dry run only counts; no expiry, no statement
+    dry = tombstone_calls("pg.inventory.customers", MaintenancePolicy(dry_run=True), NOW)
+    assert [c.procedure for c in dry] == ["count_expired_tombstones"]
+    assert tombstone_calls("pg.inventory.customers", MaintenancePolicy(expire_tombstones=False), NOW) == []
 
 
 def test_policy_overrides_ignore_none_and_reject_unknown_or_invalid_values() -> None:
@@ -151,3 +195,33 @@ def test_procedures_run_on_a_tiny_table(spark: SparkSession) -> None:
     assert spark.sql(f"SELECT count(*) FROM {table}.snapshots").first()[0] == 1
     rows = sorted(tuple(r) for r in spark.sql(f"SELECT id, v FROM {table}").collect())
     assert rows == [(0, "a0"), (2, "a1"), (3, "b1"), (4, "a2"), (7, "b3")]
+
+
+@pytest.mark.spark
+def test_tombstones_older_than_the_retention_are_deleted_and_newer_ones_kept(spark: SparkSession) -> None:
+    table = "lake.mt.ns.customers"
+    side = tombstone_identifier(table)
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.mt.ns")
+    spark.sql(f"DROP TABLE IF EXISTS {side}")
+    # the side table as the ingestion job creates it (cdclake.ingest.tables.TableApplier.ensure_table)
+    spark.sql(
+        f"CREATE TABLE {side} (`id` BIGINT NOT NULL, _cdc_position ARRAY<DECIMAL(38,0)>, _cdc_deleted_at TIMESTAMP) "
+        "USING iceberg TBLPROPERTIES ('format-version'='2', 'write.merge.mode'='merge-on-read')"
+    )
+    now = datetime.now(UTC)
+    ages = {1: timedelta(days=10), 2: timedelta(days=3, hours=1), 3: timedelta(days=2, hours=23), 4: timedelta(0)}
+    values = ", ".join(
+        f"({key}, array({key}00), TIMESTAMP '{(now - age).strftime('%Y-%m-%d %H:%M:%S')}')" for key, age in ages.items()
+    )
+    spark.sql(f"INSERT INTO {side} VALUES {values}")
+    policy = policy_for(LakeOptions(tombstone_retention_days=3))
+
+    dry = run_calls(
+        spark, tombstone_calls(table, policy_for(LakeOptions(tombstone_retention_days=3), {"dry_run": True}), now)
+    )
+    assert dry == {"count_expired_tombstones": [{"expired": 2}]}
+    results = run_calls(spark, tombstone_calls(table, policy, now))
+
+    assert results["count_expired_tombstones"] == [{"expired": 2}]
+    kept = sorted((r[0], int(r[1])) for r in spark.sql(f"SELECT id, _cdc_position[0] FROM {side}").collect())
+    assert kept == [(3, 300), (4, 400)]

@@ -172,10 +172,18 @@ class _Topic:
 
 
 def _schema_text(value: Column) -> Column:
-    head = F.lit('{"' + f.SCHEMA + '":')
-    cut = F.locate(',"' + f.PAYLOAD + '":', value)
-    fast = F.substring(value, F.length(head) + 1, cut - F.length(head) - 1)
-    return F.when(value.startswith(head) & (cut > 0), fast).otherwise(F.get_json_object(value, "$." + f.SCHEMA))
+    """The text of the embedded Connect schema: the JsonConverter writes ``{"schema":{...},"payload":...}``.
+
+    The fast path is everything before the first ``,"payload":`` (``substring_index`` slices bytes; ``locate`` +
+    ``substring`` would count characters through kilobytes of schema per record). The first occurrence is
+    structural: inside JSON strings the quotes are escaped, and the schema's own keys are fixed names. Records
+    in another layout fall back to ``get_json_object``.
+    """
+    head = '{"' + f.SCHEMA + '":'
+    delimiter = ',"' + f.PAYLOAD + '":'
+    fast = F.substring_index(value, delimiter, 1)
+    standard = value.startswith(F.lit(head)) & (F.octet_length(fast) < F.octet_length(value))
+    return F.when(standard, fast).otherwise(F.get_json_object(value, "$." + f.SCHEMA))
 
 
 def _discover(recs: DataFrame, options: DecodeOptions) -> dict[str, _Topic]:

@@ -27,7 +27,7 @@ class PostgresDialect(Dialect):
     def position(self, source: Column) -> list[Column]:
         # '["<commit lsn>","<lsn>"]' (either may be null) split with string functions: from_json here would
         # switch the whole decode projection out of whole-stage codegen
-        seq = F.split(F.regexp_replace(source[f.SRC_SEQUENCE], r'[\[\]" ]', ""), ",")
+        seq = F.split(F.translate(source[f.SRC_SEQUENCE], '[]" ', ""), ",")
         lsn = as_position_number(source[f.SRC_LSN])
         seq_lsn = F.coalesce(as_position_number(F.get(seq, 1)), lsn)
         commit = F.coalesce(as_position_number(F.get(seq, 0)), seq_lsn)

@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit" / "ingest"))
@@ -97,19 +98,31 @@ def workload_chunks(prefix: str, events: int, distinct: int, seed: int = 1, chun
     yield table.take()
 
 
-def produce(bootstrap: str, records: list[dict]) -> None:
+def produce(bootstrap: str, chunks: Iterable[list[dict]]) -> int:
+    """Produce the workload's chunks to one single-partition topic; returns the number of records."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    topic = records[0]["topic"]
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000, "compression.type": "lz4"}
     )
-    for r in records:
-        producer.produce(topic, key=r["key"], value=r["value"], partition=0)
-        producer.poll(0)
-    producer.flush(120)
+    count, topic = 0, None
+    for records in chunks:
+        if topic is None and records:
+            topic = records[0]["topic"]
+            admin = AdminClient({"bootstrap.servers": bootstrap})  # keep the handle alive until the result
+            admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+        for r in records:
+            while True:
+                try:
+                    producer.produce(topic, key=r["key"], value=r["value"], partition=0)
+                    break
+                except BufferError:  # local queue full: let it drain
+                    producer.poll(0.5)
+            producer.poll(0)
+        count += len(records)
+    producer.flush(300)
+    return count
 
 
 def main() -> None:

@@ -29,6 +29,7 @@ from cdclake.capture import capture_to_file, prefix_patterns
 from cdclake.cli.demo import (
     app_sql,
     apply_demo_schema,
+    delete_connector_topics,
     endpoint_for,
     ensure_connector,
     run_workload,
@@ -118,8 +119,6 @@ def _create_tables(stack: Stack, src: Source) -> None:
 
 
 def _cleanup(stack: Stack, client: KafkaConnectClient, src: Source) -> None:
-    from confluent_kafka.admin import AdminClient
-
     client.remove(src.spec.name)  # stop, reset its offsets (Connect keeps them otherwise), delete
     if src.which == "postgres":
         with stack.service("postgres").connect("admin", dbname="demo") as conn:
@@ -136,12 +135,7 @@ def _cleanup(stack: Stack, client: KafkaConnectClient, src: Source) -> None:
     with app_sql(stack, src.which) as sql:
         for table in (src.customers, src.orders):
             sql.execute(f"DROP TABLE IF EXISTS {table}")
-    admin = AdminClient({"bootstrap.servers": stack.config.kafka_bootstrap, "log_level": 0})
-    prefix = src.spec.topic_prefix
-    topics = [t for t in admin.list_topics(timeout=10).topics if t == prefix or t.startswith(prefix + ".")]
-    if topics:
-        for future in admin.delete_topics(topics).values():
-            future.result(timeout=30)
+    delete_connector_topics(stack.config.kafka_bootstrap, src.spec.topic_prefix)
 
 
 @pytest.fixture(scope="module")

@@ -189,6 +189,25 @@ def wait_for_records(bootstrap: str, at_least: Mapping[str, int], timeout_s: flo
         time.sleep(1.0)
 
 
+def delete_connector_topics(bootstrap: str, prefix: str) -> list[str]:
+    """Delete a connector's topics: ``<prefix>``, ``<prefix>.*``, ``<prefix>-signal``, its heartbeat topic.
+
+    Returns:
+        The topics deleted (waits for each deletion).
+    """
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    extra = (f"{prefix}-signal", f"__debezium-heartbeat.{prefix}")
+    topics = [
+        t for t in admin.list_topics(timeout=10).topics if t == prefix or t.startswith(prefix + ".") or t in extra
+    ]
+    if topics:
+        for future in admin.delete_topics(topics).values():
+            future.result(timeout=30)
+    return topics
+
+
 def wait_running(client: KafkaConnectClient, name: str, timeout_s: float = 120.0) -> None:
     """Wait until the connector and its tasks are RUNNING.
 

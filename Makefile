@@ -3,7 +3,9 @@ SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV ?= .venv
 UV_VERSION ?= 0.13.8
-UV := $(VENV)/bin/uv
+# uv lives in its own virtualenv: syncing the project's would uninstall it (it is not in the lock)
+UV_VENV ?= .cache/uv
+UV := $(UV_VENV)/bin/uv
 PY := $(VENV)/bin/python
 MVN ?= mvn
 MVN_FLAGS ?= -B -q -s jvm/settings.xml
@@ -16,9 +18,12 @@ help:  ## list targets
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q "uv==$(UV_VERSION)"
 
-$(VENV)/.synced: requirements.lock pyproject.toml | $(VENV)/bin/python
+$(UV):
+	$(PYTHON) -m venv $(UV_VENV)
+	$(UV_VENV)/bin/pip install -q "uv==$(UV_VERSION)"
+
+$(VENV)/.synced: requirements.lock pyproject.toml | $(VENV)/bin/python $(UV)
 	VIRTUAL_ENV=$(VENV) $(UV) pip sync -q requirements.lock
 	VIRTUAL_ENV=$(VENV) $(UV) pip install -q --no-deps -e .
 	touch $@

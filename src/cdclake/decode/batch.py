@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import TYPE_CHECKING
 
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.decode.options import TableId
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark import StorageLevel
     from pyspark.sql.types import StructType
+
+#: Columns of a :class:`StagedTopic` frame besides the outputs.
+RAW_COORDINATES = ("_raw_topic", "_raw_partition", "_raw_offset")
+RAW_RECORD = ("_raw_key", "_raw_value")
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,42 @@ class TableInfo:
     key_columns: tuple[str, ...]
     schema: StructType
     schema_versions: int = 1
+
+
+def column(name: str) -> Column:
+    """The column called ``name``, whatever characters the name has (dots, backticks)."""
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+@dataclass
+class StagedTopic:
+    """One data topic's decoding projection, before it is split into change rows and dead letters.
+
+    ``frame`` holds, per record, the output columns (``outputs``), the record's coordinates
+    (:data:`RAW_COORDINATES`), its raw key and value only when it is undecodable (:data:`RAW_RECORD`, null
+    otherwise, so a cached frame does not keep a second copy of every record), ``_reason`` (why the envelope
+    is unusable, or null), ``_invalid`` (a value cannot be represented) and ``_barrier`` (a free
+    nondeterministic column that keeps the optimizer from pushing the split below the projection, which would
+    compute every conversion twice).
+    """
+
+    table_id: TableId
+    frame: DataFrame
+    outputs: tuple[str, ...]
+
+    def _bad(self) -> Column:
+        return (F.col("_barrier") >= F.lit(0)) & (F.col("_reason").isNotNull() | F.col("_invalid"))
+
+    def good(self) -> DataFrame:
+        """The change rows."""
+        return self.frame.where(~self._bad()).select(*[column(c) for c in self.outputs])
+
+    def dead(self) -> DataFrame:
+        """The undecodable records: ``topic, partition, offset, key, value, reason``."""
+        return self.frame.where(self._bad()).select(
+            *[F.col(c).alias(c.removeprefix("_raw_")) for c in (*RAW_COORDINATES, *RAW_RECORD)],
+            F.coalesce(F.col("_reason"), F.lit("unrepresentable_value")).alias("reason"),
+        )
 
 
 @dataclass
@@ -62,6 +104,42 @@ class DecodedBatch:
     _signal_frames: list[DataFrame] = field(default_factory=list)
     schema_cuts: dict[tuple[str, int], int] = field(default_factory=dict)
     schema_cut_reasons: dict[str, str] = field(default_factory=dict)
+    _staged: list[StagedTopic] = field(default_factory=list)
+    _other_dead: DataFrame | None = None
+    _persisted: list[DataFrame] = field(default_factory=list)
+
+    def materialise(self, level: StorageLevel | None = None) -> DecodedBatch:
+        """Cache each data topic's decoding (at its first use) and rebuild ``tables`` and ``dead_letters`` on it.
+
+        The outputs stay lazy DataFrames, but every later use (counts, transaction gathering, apply, dead
+        letters) reads the cached rows instead of parsing and converting the records again. Call
+        :meth:`release` when done.
+
+        Returns:
+            self.
+        """
+        if self._persisted or not self._staged:
+            return self
+        for staged in self._staged:
+            staged.frame = staged.frame.persist(level) if level is not None else staged.frame.persist()
+            self._persisted.append(staged.frame)
+        tables: dict[TableId, DataFrame] = {}
+        for staged in self._staged:
+            good = staged.good()
+            previous = tables.get(staged.table_id)
+            tables[staged.table_id] = good if previous is None else previous.unionByName(good, allowMissingColumns=True)
+        self.tables = tables
+        dead = [s.dead() for s in self._staged]
+        if self._other_dead is not None:
+            dead.append(self._other_dead)
+        self.dead_letters = reduce(DataFrame.unionByName, dead)
+        return self
+
+    def release(self) -> None:
+        """Drop the caches :meth:`materialise` made."""
+        for frame in self._persisted:
+            frame.unpersist()
+        self._persisted.clear()
 
     def counts(self) -> dict[str, int]:
         """Count every category (runs small Spark jobs).

@@ -24,7 +24,7 @@ from pyspark.sql import types as T
 
 from cdclake.debezium import fields as f
 from cdclake.debezium.models import Operation
-from cdclake.decode.batch import DecodedBatch, TableInfo
+from cdclake.decode.batch import RAW_COORDINATES, RAW_RECORD, DecodedBatch, StagedTopic, TableInfo, column
 from cdclake.decode.connect import RowPlan, merge_fields, plan_row, plan_type
 from cdclake.decode.options import DecodeOptions, RecordFormat, TableId
 from cdclake.decode.records import normalise_records
@@ -171,19 +171,75 @@ class _Topic:
         return sum(g.tombstones for g in self.groups)
 
 
+#: (start, delimiter) of the layouts whose schema text is a byte slice: the JsonConverter's compact JSON, and
+#: Python's ``json.dumps`` default separators (hand-made or re-serialised dumps).
+_SCHEMA_LAYOUTS = (
+    ('{"' + f.SCHEMA + '":{', ',"' + f.PAYLOAD + '":'),
+    ('{"' + f.SCHEMA + '": {', ', "' + f.PAYLOAD + '": '),
+)
+
+
 def _schema_text(value: Column) -> Column:
     """The text of the embedded Connect schema: the JsonConverter writes ``{"schema":{...},"payload":...}``.
 
     The fast path is everything before the first ``,"payload":`` (``substring_index`` slices bytes; ``locate`` +
     ``substring`` would count characters through kilobytes of schema per record). The first occurrence is
     structural: inside JSON strings the quotes are escaped, and the schema's own keys are fixed names. Records
-    in another layout fall back to ``get_json_object``.
+    in another layout (see :data:`_SCHEMA_LAYOUTS`) fall back to ``get_json_object``, several times slower.
     """
-    head = '{"' + f.SCHEMA + '":'
-    delimiter = ',"' + f.PAYLOAD + '":'
-    fast = F.substring_index(value, delimiter, 1)
-    standard = value.startswith(F.lit(head)) & (F.octet_length(fast) < F.octet_length(value))
-    return F.when(standard, fast).otherwise(F.get_json_object(value, "$." + f.SCHEMA))
+    text = F.when(F.lit(False), F.lit(None).cast("string"))
+    for start, delimiter in _SCHEMA_LAYOUTS:
+        fast = F.substring_index(value, delimiter, 1)
+        text = text.when(value.startswith(F.lit(start)) & (F.octet_length(fast) < F.octet_length(value)), fast)
+    return text.otherwise(F.get_json_object(value, "$." + f.SCHEMA))
+
+
+#: Discovery samples records whose offset is a multiple of this (see :func:`_known_schemas`).
+_SAMPLE_EVERY = 512
+
+
+def _known_schemas(recs: DataFrame) -> dict[str, list[tuple[str, int]]]:
+    """Schema texts seen in a sample of the records, per topic: ``(text + delimiter, fingerprint)``.
+
+    The sample is the records whose offset is a multiple of :data:`_SAMPLE_EVERY` (every partition's first
+    record when its range starts at 0), so a large topic is almost surely sampled; a small one may not be,
+    and then costs what it costs (its records are hashed).
+    """
+    value = F.col("value")
+    layout = F.when(F.lit(False), F.lit(None).cast("string"))
+    for start, delimiter in _SCHEMA_LAYOUTS:
+        fast = F.substring_index(value, delimiter, 1)
+        layout = layout.when(
+            value.startswith(F.lit(start)) & (F.octet_length(fast) < F.octet_length(value)),
+            F.concat(fast, F.lit(delimiter)),
+        )
+    rows = (
+        recs.where((F.col("offset") % F.lit(_SAMPLE_EVERY) == F.lit(0)) & value.isNotNull())
+        .select("topic", layout.alias("prefix"), F.xxhash64(_schema_text(value)).alias("fingerprint"))
+        .where(F.col("prefix").isNotNull())
+        .distinct()
+        .collect()
+    )
+    known: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    for row in rows:
+        known[row["topic"]].append((row["prefix"], int(row["fingerprint"])))
+    return dict(known)
+
+
+def _fingerprint(value: Column, known: dict[str, list[tuple[str, int]]]) -> Column:
+    """``xxhash64`` of the record's schema text (:func:`_schema_text`), fast for schemas in ``known``.
+
+    A record that starts with a known schema text followed by its delimiter has exactly that schema
+    text (the delimiter's first occurrence is where the text ends), so its fingerprint is the known one:
+    a byte comparison instead of a search for the delimiter and a hash of kilobytes of schema.
+    """
+    expr = F.when(F.lit(False), F.lit(None).cast("long"))
+    for topic, entries in sorted(known.items()):
+        for prefix, fingerprint in entries:
+            expr = expr.when(
+                (F.col("topic") == F.lit(topic)) & value.startswith(F.lit(prefix)), F.lit(fingerprint).cast("long")
+            )
+    return expr.otherwise(F.xxhash64(_schema_text(value)))
 
 
 def _discover(recs: DataFrame, options: DecodeOptions) -> dict[str, _Topic]:
@@ -193,7 +249,9 @@ def _discover(recs: DataFrame, options: DecodeOptions) -> dict[str, _Topic]:
     which would force a sort-based aggregation over every record), then a lookup of the few sample records.
     """
     value = F.col("value")
-    schema_hash = F.xxhash64(_schema_text(value)) if options.value_schemas_enabled else F.lit(None).cast("long")
+    schema_hash = (
+        _fingerprint(value, _known_schemas(recs)) if options.value_schemas_enabled else F.lit(None).cast("long")
+    )
     json_offset = F.when(value.startswith("{"), F.col("offset"))
     key_offset = F.when(F.col("key").isNotNull() & value.isNotNull(), F.col("offset"))
     rows = (
@@ -391,7 +449,7 @@ def _parse(frame: DataFrame, wire: T.StructType, schemas: bool) -> tuple[DataFra
     return parsed, env
 
 
-def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions) -> tuple[DataFrame, DataFrame]:
+def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions) -> StagedTopic:
     dialect, plan = dt.dialect, dt.plan
     frame = recs.where((F.col("topic") == F.lit(dt.topic)) & F.col("value").isNotNull())
     if dt.keep_hashes is not None:  # a later schema version changed a column's type: see DecodedBatch.schema_cuts
@@ -493,14 +551,18 @@ def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions) 
         invalid.alias("_invalid"),
         F.spark_partition_id().alias("_barrier"),
     )
-    barrier = F.col("_barrier") >= F.lit(0)  # always true; referencing it keeps the projection (and its barrier)
-    bad = barrier & (F.col("_reason").isNotNull() | F.col("_invalid"))
-    good = staged.where(barrier & ~bad).select(*[F.col(c) for c in staged.columns[: len(outputs)]])
-    dead = staged.where(bad).select(
-        *[F.col(f"_raw_{c}").alias(c) for c in ("topic", "partition", "offset", "key", "value")],
-        F.coalesce(F.col("_reason"), F.lit("unrepresentable_value")).alias("reason"),
+    names = tuple(staged.columns[: len(outputs)])
+    # the raw record is only kept for the dead letters (a cached frame then holds no second copy of each record)
+    bad = F.col("_reason").isNotNull() | F.col("_invalid")
+    masked = staged.select(
+        *[column(c) for c in names],
+        *RAW_COORDINATES,
+        *[F.when(bad, F.col(c)).alias(c) for c in RAW_RECORD],
+        "_reason",
+        "_invalid",
+        "_barrier",
     )
-    return good, dead
+    return StagedTopic(dt.table_id, masked, names)
 
 
 def _decode_signal_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions) -> DataFrame:
@@ -680,6 +742,7 @@ def decode_records(records: DataFrame, *, options: DecodeOptions) -> DecodedBatc
     signal_frames: list[DataFrame] = []
     schema_cuts: dict[tuple[str, int], int] = {}
     cut_reasons: dict[str, str] = {}
+    staged: list[StagedTopic] = []
     for dt in data_topics:
         if dt.signal:
             signal_frames.append(_decode_signal_topic(recs, dt, options))
@@ -687,8 +750,9 @@ def decode_records(records: DataFrame, *, options: DecodeOptions) -> DecodedBatc
         if dt.cuts:
             schema_cuts.update(dt.cuts)
             cut_reasons[dt.table_id.name] = f"{dt.topic}: {dt.cut_reason}"
-        good, dead = _decode_data_topic(recs, dt, options)
-        dead_frames.append(dead)
+        staged_topic = _decode_data_topic(recs, dt, options)
+        staged.append(staged_topic)
+        good = staged_topic.good()
         if dt.table_id in tables:
             tables[dt.table_id] = tables[dt.table_id].unionByName(good, allowMissingColumns=True)
             old = info[dt.table_id]
@@ -712,9 +776,12 @@ def decode_records(records: DataFrame, *, options: DecodeOptions) -> DecodedBatc
 
     transactions, tx_dead = _decode_transactions(recs, tx_topics, options)
     schema_changes, sc_dead = _decode_schema_changes(recs, sc_topics, options)
-    dead_letters = _dead(recs.where(F.lit(False)), F.lit(None).cast("string"))
+    other_dead = _dead(recs.where(F.lit(False)), F.lit(None).cast("string"))
     for frame in [*dead_frames, tx_dead, sc_dead]:
-        dead_letters = dead_letters.unionByName(frame)
+        other_dead = other_dead.unionByName(frame)
+    dead_letters = other_dead
+    for staged_topic in staged:
+        dead_letters = dead_letters.unionByName(staged_topic.dead())
     for name in ("heartbeats", "tombstones", "notifications_skipped", "schema_history_skipped"):
         counts.setdefault(name, 0)
     logger.info(
@@ -725,7 +792,17 @@ def decode_records(records: DataFrame, *, options: DecodeOptions) -> DecodedBatc
         sorted(prefixes),
     )
     return DecodedBatch(
-        tables, info, transactions, schema_changes, dead_letters, dict(counts), signal_frames, schema_cuts, cut_reasons
+        tables,
+        info,
+        transactions,
+        schema_changes,
+        dead_letters,
+        dict(counts),
+        signal_frames,
+        schema_cuts,
+        cut_reasons,
+        staged,
+        other_dead,
     )
 
 

@@ -60,4 +60,5 @@ class SourceConfig:
             value_schemas_enabled=self.value_schemas,
             topic_prefix=self.topic_prefix,
             signal_tables=self.signal_tables,
+            include_before=False,  # the lake keeps after-images only (MongoDB's before document is kept anyway)
         )

@@ -210,10 +210,13 @@ def run_batch(
     logger.info("source %s batch %s: %d records in %d partitions", source.name, batch_id, summary.records, len(ranges))
     with timed("read+decode"):
         raw = records.read(spark, ranges) if ranges else spark.createDataFrame([], STRING_RECORD_SCHEMA)
+        # cached as text: every pass (discovery, decoding, transactions, dead letters) reads it without a cast
+        raw = normalise_records(raw)
         if releases:
-            raw = normalise_records(raw).unionByName(held_records(spark, source.name, releases, ranges))
+            raw = raw.unionByName(held_records(spark, source.name, releases, ranges))
         raw = raw.persist()
-        decoded = decode_records(raw, options=source.decode_options())
+        # each table's rows are decoded once, at the first count, and read from the cache by every later phase
+        decoded = decode_records(raw, options=source.decode_options()).materialise()
         summary.counts = decoded.counts()
         # the batch's own change rows, without released records (those belong to transactions decided earlier)
         own = (
@@ -325,6 +328,7 @@ def run_batch(
             ledger.append(BatchRecord(source.name, batch_id, seq, COMMITTED, ranges, next_offsets), summary.as_dict())
         checkpoint("after-commit")
     finally:
+        decoded.release()
         raw.unpersist()
     return summary
 

@@ -174,3 +174,32 @@ def test_incompatible_type_change_inside_a_batch_cuts_the_topic_instead_of_dead_
     rest = decode_records(records_from_dicts(spark, rows[2:]), options=DecodeOptions())
     (frame,) = rest.tables.values()
     assert sorted((r["id"], r["a"]) for r in frame.collect()) == [(3, 3), (4, 4)] and rest.schema_cuts == {}
+
+
+def test_a_materialised_batch_gives_the_same_rows_and_the_raw_dead_letters(spark: SparkSession) -> None:
+    """materialise() decodes once into a cache: same change rows, counts, and dead letters with their exact text."""
+    topic = topic_of("mysql")
+    bad_value = value("mysql", {"id": "abc", "n": 2}, row_fields=FIELDS)
+    rows = [
+        record(topic, 0, value("mysql", {"id": 1, "n": 2}, row_fields=FIELDS), key_text='{"id":1}'),
+        record(topic, 1, bad_value, key_text='{"id":"abc"}'),
+        record(topic, 2, value("mysql", {"id": 3, "n": 4}, row_fields=FIELDS), key_text='{"id":3}'),
+    ]
+    lazy = decode_records(records_from_dicts(spark, rows), options=DecodeOptions())
+    batch = decode_records(records_from_dicts(spark, rows), options=DecodeOptions()).materialise()
+    try:
+        assert batch.counts() == lazy.counts()
+        ((_, frame),) = batch.tables.items()
+        ((_, lazy_frame),) = lazy.tables.items()
+        assert sorted(map(tuple, frame.collect())) == sorted(map(tuple, lazy_frame.collect()))
+        (dead,) = batch.dead_letters.collect()
+        assert (dead["topic"], dead["offset"], dead["key"], dead["value"], dead["reason"]) == (
+            topic,
+            1,
+            '{"id":"abc"}',
+            bad_value,
+            "type_mismatch",
+        )
+    finally:
+        batch.release()
+    assert not any(f.is_cached for f in (s.frame for s in batch._staged))

@@ -1,0 +1,62 @@
+"""Discovery: the schema fingerprint's fast path (known schema texts) gives the same value as the hash."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from decode_helpers import record, topic_of, value
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from cdclake.decode import DecodeOptions, decode_records, records_from_dicts
+from cdclake.decode.pipeline import _SAMPLE_EVERY, _fingerprint, _known_schemas, _schema_text
+
+pytestmark = pytest.mark.spark
+
+V1 = [{"field": "id", "type": "int32"}, {"field": "a", "type": "string"}]
+V2 = [{"field": "id", "type": "int32"}, {"field": "a", "type": "string"}, {"field": "b", "type": "int32"}]
+V3 = [{"field": "id", "type": "int32"}, {"field": "a", "type": "int32"}]
+
+
+def _compact(text: str) -> str:
+    return json.dumps(json.loads(text), separators=(",", ":"))
+
+
+def test_fingerprint_of_known_schemas_equals_the_hash_of_the_schema_text(spark: SparkSession) -> None:
+    """Sampled and unsampled records, compact / spaced / other layouts, two topics: same fingerprints."""
+    t1, t2 = topic_of("mysql"), topic_of("postgresql")
+    odd = '{"payload": {"op": "c"}, "schema": {"type": "struct", "fields": []}}'  # schema after payload
+    rows = [
+        record(t1, 0, _compact(value("mysql", {"id": 1, "a": "x"}, row_fields=V1))),  # sampled: compact V1
+        record(t1, 1, _compact(value("mysql", {"id": 2, "a": "y"}, row_fields=V1))),
+        record(t1, 2, _compact(value("mysql", {"id": 3, "a": "z", "b": 1}, row_fields=V2))),  # unsampled V2
+        record(t1, 3, value("mysql", {"id": 4, "a": "w"}, row_fields=V1)),  # spaced V1, never sampled
+        record(t1, 4, odd),
+        record(t1, 5, None),
+        record(t2, _SAMPLE_EVERY, value("postgresql", {"id": 1, "a": "x"}, row_fields=V1)),  # sampled: spaced
+        record(t2, _SAMPLE_EVERY + 1, value("postgresql", {"id": 2, "a": "y"}, row_fields=V1)),
+        record(t2, _SAMPLE_EVERY + 2, value("postgresql", {"id": 3, "a": 3}, row_fields=V3)),
+    ]
+    recs = records_from_dicts(spark, rows).withColumn("value", F.col("value").cast("string"))
+    known = _known_schemas(recs)
+    assert sorted(known) == [t1, t2] and all(len(v) == 1 for v in known.values())
+    got = recs.select(
+        "offset",
+        _fingerprint(F.col("value"), known).alias("fast"),
+        F.xxhash64(_schema_text(F.col("value"))).alias("hash"),
+    ).collect()
+    assert [(r["offset"], r["fast"]) for r in got] == [(r["offset"], r["hash"]) for r in got]
+    fingerprints = {r["offset"]: r["fast"] for r in got}
+    assert len({fingerprints[0], fingerprints[1], fingerprints[2], fingerprints[3]}) == 3  # V1 (twice), V2, V1 spaced
+
+
+def test_a_new_version_between_samples_is_still_cut(spark: SparkSession) -> None:
+    """Only the old version is sampled; the incompatible one (never sampled) still cuts the topic."""
+    topic = topic_of("mysql")
+    rows = [record(topic, i, value("mysql", {"id": i, "a": f"v{i}"}, row_fields=V1)) for i in range(3)]
+    rows += [record(topic, 3 + i, value("mysql", {"id": 3 + i, "a": i}, row_fields=V3)) for i in range(2)]
+    batch = decode_records(records_from_dicts(spark, rows), options=DecodeOptions())
+    (frame,) = batch.tables.values()
+    assert sorted(r["id"] for r in frame.collect()) == [0, 1, 2]
+    assert batch.schema_cuts == {(topic, 0): 3} and batch.dead_letters.count() == 0

@@ -9,7 +9,7 @@
 3. Peak RSS of the whole process tree (Python driver + JVM), sampled every 0.5 s.
 
 Usage: ``.venv/bin/python benchmarks/bench_ingest.py [--events 1000000] [--merge-batch 100000]
-[--small 100000] [--large 10000000] [--skip-e2e] [--skip-merge]`` (local stack up for the e2e part).
+[--small 100000] [--large 10000000] [--skip-e2e] [--skip-merge] [--driver-memory 2g]`` (local stack up for the e2e part).
 """
 
 from __future__ import annotations
@@ -134,6 +134,7 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=10_000_000)
     parser.add_argument("--skip-e2e", action="store_true")
     parser.add_argument("--skip-merge", action="store_true")
+    parser.add_argument("--driver-memory", default="2g", help="spark.driver.memory (the JVM heap; local mode)")
     args = parser.parse_args()
 
     from cdclake.decode.records import records_from_dicts
@@ -147,7 +148,7 @@ def main() -> None:
     lake_dir = Path(tempfile.mkdtemp(prefix="cdclake-bench-"))
     with PeakRss() as rss:
         spark = build_spark_session(
-            "bench-ingest", lake=LakeConfig.embedded(lake_dir), extra_conf={"spark.driver.memory": "4g"}
+            "bench-ingest", lake=LakeConfig.embedded(lake_dir), extra_conf={"spark.driver.memory": args.driver_memory}
         )
         spark.sparkContext.setLogLevel("ERROR")
         if not args.skip_e2e:

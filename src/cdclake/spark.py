@@ -67,7 +67,8 @@ def build_spark_session(
         app_name: Spark application name.
         lake: the lake to register as catalog ``lake``; default from the environment.
         master: Spark master; default ``$CDC_SPARK_MASTER`` or ``local[*]``. Under spark-submit the
-            master given to spark-submit wins.
+            master given to spark-submit wins. Outside spark-submit the driver heap is
+            ``$CDC_SPARK_DRIVER_MEMORY`` (default ``2g``).
         extra_conf: further Spark settings, applied last.
 
     Raises:
@@ -85,6 +86,9 @@ def build_spark_session(
     # Under spark-submit (which sets PYSPARK_GATEWAY_PORT) the master given to spark-submit wins.
     if master or not os.environ.get("PYSPARK_GATEWAY_PORT"):
         builder = builder.master(master or os.environ.get("CDC_SPARK_MASTER", "local[*]"))
+        # the JVM this process launches (under spark-submit, --driver-memory decides); 2 GiB holds a
+        # 1M-event batch with the cached records spilling to disk (docs/benchmarks.md)
+        builder = builder.config("spark.driver.memory", os.environ.get("CDC_SPARK_DRIVER_MEMORY", "2g"))
     for key, value in session_conf(lake, extra_conf).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

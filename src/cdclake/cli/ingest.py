@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from cdclake.lake import LakeConfig
+
+if TYPE_CHECKING:
+    from cdclake.ingest.job import BatchSummary
 
 console = Console(stderr=True)
 
@@ -79,11 +82,30 @@ def replay(
     spec: Optional[str] = typer.Option(None, help="Connector spec (default: inferred from the records)."),  # noqa: UP045
     topic_prefix: Optional[str] = typer.Option(None, help="Debezium topic.prefix (default: inferred)."),  # noqa: UP045
     max_records: Optional[int] = typer.Option(None, help="Records per batch (default: all in one batch)."),  # noqa: UP045
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the batch summaries as a JSON list."),
 ) -> None:
-    """Ingest recorded Kafka records exactly as `ingest` would read them from Kafka (idempotent)."""
+    """Ingest recorded Kafka records exactly as `ingest` would read them from Kafka (idempotent).
+
+    Runs batches until everything in the files is applied; each batch is reported as it commits.
+    """
     from cdclake.ingest.runner import replay_files
 
     spark = _session(lake)
-    summary = replay_files(spark, files, spec=spec, topic_prefix=topic_prefix, max_records=max_records).as_dict()
-    _report(summary, as_json) if summary.get("batch_id") else console.print("nothing new to apply (already replayed)")
+    batches: list[dict] = []  # type: ignore[type-arg]
+
+    def report(batch: BatchSummary) -> None:
+        batches.append(batch.as_dict())
+        if not as_json:
+            _report(batches[-1], as_json=False)
+
+    replay_files(spark, files, spec=spec, topic_prefix=topic_prefix, max_records=max_records, on_batch=report)
+    if as_json:
+        typer.echo(json.dumps(batches, indent=2, default=str))
+    elif not batches:
+        console.print("nothing new to apply (already replayed)")
+    elif len(batches) > 1:
+        console.print(
+            f"{len(batches)} batches, {sum(b['records'] for b in batches)} records, "
+            f"{sum(b['dead_lettered'] for b in batches)} dead-lettered",
+            highlight=False,
+        )

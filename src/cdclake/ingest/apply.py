@@ -80,7 +80,12 @@ def latest_per_key(
 
 
 def mark_stale(
-    latest: DataFrame, stored: DataFrame, tombstones: DataFrame | None, key_columns: Sequence[str]
+    latest: DataFrame,
+    stored: DataFrame,
+    tombstones: DataFrame | None,
+    key_columns: Sequence[str],
+    *,
+    broadcast_keys: bool = False,
 ) -> DataFrame:
     """Add ``_stale``: the event is not newer than the stored row or the key's delete tombstone.
 
@@ -89,12 +94,18 @@ def mark_stale(
         stored: the lake table's ``key columns + _cdc_position``.
         tombstones: the tombstone table's ``key columns + _cdc_position`` (or None).
         key_columns: primary-key columns.
+        broadcast_keys: first narrow ``stored`` and ``tombstones`` to the batch's keys with a broadcast
+            semi-join (the table streams past a hash of the keys instead of being shuffled whole); for
+            batches whose keys fit in memory, i.e. when the table is much larger than the batch.
     """
     out = latest
+    keys = F.broadcast(latest.select(*[F.col(k) for k in key_columns])) if broadcast_keys else None
     for label, other in (("t", stored), ("x", tombstones)):
         if other is None:
             continue
         renamed = other.select(*[F.col(k) for k in key_columns], F.col("_cdc_position").alias(f"__pos_{label}"))
+        if keys is not None:
+            renamed = renamed.join(keys, on=list(key_columns), how="left_semi")
         out = out.join(renamed, on=list(key_columns), how="left")
     stale: Column = F.lit(False)
     for label in ("t", "x"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,11 +68,13 @@ def replay_files(
     spec: str | None = None,
     topic_prefix: str | None = None,
     max_records: int | None = None,
+    on_batch: Callable[[BatchSummary], None] | None = None,
 ) -> BatchSummary:
-    """One batch over recorded JSON Lines files, exactly as if they were read from Kafka.
+    """Batches over recorded JSON Lines files, exactly as if they were read from Kafka, until all is applied.
 
     The connector's topic prefix and converter settings come from ``spec`` when given, else from
-    ``topic_prefix`` and the records themselves.
+    ``topic_prefix`` and the records themselves. ``on_batch`` is called with each batch's summary as it
+    commits; the last one is returned.
 
     Raises:
         ConfigError: when the files are missing or the topic prefix cannot be inferred.
@@ -106,5 +108,7 @@ def replay_files(
             if result.batch_id is None:
                 return summary if summary.batch_id else result
             summary = result
+            if on_batch is not None:
+                on_batch(result)
             if result.held_everything:
                 return summary

@@ -101,6 +101,9 @@ class KafkaRecordSource(RecordSource):
             .option("endingOffsets", json.dumps(end))
             .option("includeHeaders", "true")
             .option("failOnDataLoss", "true")
+            # Kafka partitions are split into offset slices so that a single-partition topic (Debezium's
+            # default) is read and decoded on every core, not one
+            .option("minPartitions", str(max(2, 2 * spark.sparkContext.defaultParallelism)))
         )
         for key, value in self.kafka_options.items():
             reader = reader.option(key, value)

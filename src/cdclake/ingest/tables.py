@@ -34,6 +34,9 @@ logger = logging.getLogger(__name__)
 SNAPSHOT_PROPERTY = "spark.sql.iceberg.snapshot-property."
 TRUNCATED_AT = "cdc.truncated-at"
 QUARANTINED = "cdc.quarantined"
+#: Up to this many events per table and batch, the stored positions are narrowed to the batch's keys by a
+#: broadcast semi-join (see :func:`cdclake.ingest.apply.mark_stale`).
+BROADCAST_KEYS_MAX_EVENTS = 2_000_000
 _TRANSFORMS = {"year": "years", "month": "months", "day": "days", "hour": "hours"}
 
 
@@ -248,34 +251,34 @@ class TableApplier:
     def apply(self, frame: DataFrame, batch_id: str, redo: bool = True) -> TableResult:
         """Apply the batch's change rows of this table.
 
+        ``frame`` is read several times: it should read cached rows (the job's come from
+        :meth:`cdclake.decode.DecodedBatch.materialise`).
+
         Raises:
             SchemaEvolutionError: see :meth:`ensure_table`.
         """
         result = TableResult(table=self.identifier, mode=self.options.mode.value)
-        frame = self._conform(frame).persist()
-        try:
-            stats = self._stats(frame)
-            result.events = stats.events
-            result.watermark = stats.watermark
-            if not stats.events:  # everything held back (transaction-consistent mode) or nothing decoded
-                return result
-            # only a redo of an interrupted batch can find its own commit already there
-            if redo and self.batch_already_applied(batch_id):
-                result.already_applied = True
-                return result
-            result.schema_changes = self.ensure_table(self.storable_schema())
-            props = dict(self.batch_props)
-            if result.watermark is not None:
-                props["cdc.watermark"] = json.dumps(result.watermark)
-            if self.options.mode == LakeMode.APPEND:
-                self._append(frame, props, result)
-            elif self.options.mode == LakeMode.SCD2:
-                self._scd2(frame, props, result, stats)
-            else:
-                self._upsert(frame, props, result, stats)
+        frame = self._conform(frame)
+        stats = self._stats(frame)
+        result.events = stats.events
+        result.watermark = stats.watermark
+        if not stats.events:  # everything held back (transaction-consistent mode) or nothing decoded
             return result
-        finally:
-            frame.unpersist()
+        # only a redo of an interrupted batch can find its own commit already there
+        if redo and self.batch_already_applied(batch_id):
+            result.already_applied = True
+            return result
+        result.schema_changes = self.ensure_table(self.storable_schema())
+        props = dict(self.batch_props)
+        if result.watermark is not None:
+            props["cdc.watermark"] = json.dumps(result.watermark)
+        if self.options.mode == LakeMode.APPEND:
+            self._append(frame, props, result)
+        elif self.options.mode == LakeMode.SCD2:
+            self._scd2(frame, props, result, stats)
+        else:
+            self._upsert(frame, props, result, stats)
+        return result
 
     def _stats(self, frame: DataFrame) -> _Stats:
         """Events per op, greatest position, last truncate and placeholder columns: one Spark job."""
@@ -323,9 +326,13 @@ class TableApplier:
             latest = apply.latest_per_key(events, keys, data_cols, keep)
         stored = self.spark.table(self.name).select(*[f"`{k}`" for k in keys], "_cdc_position")
         tombs = self.spark.table(self.tombstones).select(*[f"`{k}`" for k in keys], "_cdc_position")
+        # the batch's keys narrow the stored positions before the join when they fit in a broadcast
+        narrow = sum(stats.events.values()) <= BROADCAST_KEYS_MAX_EVENTS
+        if narrow:
+            latest = latest.localCheckpoint(eager=True)  # computed once, for the broadcast and the join
         # materialised with its lineage cut: a MERGE whose source plan still scans the target table
         # can silently match nothing (seen with Iceberg 1.11 merge-on-read deletes)
-        marked = apply.mark_stale(latest, stored, tombs, keys).localCheckpoint(eager=True)
+        marked = apply.mark_stale(latest, stored, tombs, keys, broadcast_keys=narrow).localCheckpoint(eager=True)
         try:
             counts = {
                 (r["_cdc_op"], r[apply.STALE]): int(r["count"])
@@ -342,6 +349,8 @@ class TableApplier:
                 self.spark.sql(apply.merge_sql(self.name, view, keys, data_cols, target_cols, META_NAMES))
         finally:
             marked.unpersist()
+            if narrow:
+                latest.unpersist()
 
     def _scd2(self, frame: DataFrame, props: dict[str, str], result: TableResult, stats: _Stats) -> None:
         """History mode: every change becomes a version with ``_cdc_valid_from``/``_cdc_valid_to`` positions."""

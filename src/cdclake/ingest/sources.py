@@ -104,6 +104,10 @@ class KafkaRecordSource(RecordSource):
             # Kafka partitions are split into offset slices so that a single-partition topic (Debezium's
             # default) is read and decoded on every core, not one
             .option("minPartitions", str(max(2, 2 * spark.sparkContext.defaultParallelism)))
+            # bigger fetches than the consumer's 1 MiB per partition: a backlog of schema-carrying envelopes
+            # (kilobytes each) is read in far fewer round trips (1.7x faster, docs/benchmarks.md)
+            .option("kafka.max.partition.fetch.bytes", str(8 * 2**20))
+            .option("kafka.fetch.max.bytes", str(64 * 2**20))
         )
         for key, value in self.kafka_options.items():
             reader = reader.option(key, value)

@@ -125,5 +125,20 @@ class SnapshotAbortedError(CdcError, RuntimeError):
 # --- ingestion (cdclake.ingest) ---
 
 
+class RecordSourceError(CdcError, RuntimeError):
+    """Records could not be listed or read (broker unreachable, unreadable replay file)."""
+
+
+class SchemaEvolutionError(CdcError, ValueError):
+    """A table's schema changed in a way its policy does not allow."""
+
+
 class QuarantineReleaseError(CdcError, ValueError):
     """A quarantined table cannot be released as asked; the message names the table and what to do first."""
+
+
+# --- reconciliation (cdclake.reconcile) ---
+
+
+class ReconcileError(CdcError, RuntimeError):
+    """The source database or the lake could not be read for reconciliation."""

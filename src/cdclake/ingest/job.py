@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from cdclake.connectors.spec import SchemaPolicy
 from cdclake.decode import STRING_RECORD_SCHEMA, DecodedBatch, TableId, decode_records
 from cdclake.decode.records import HEADER_TYPE, normalise_records
+from cdclake.exceptions import SchemaEvolutionError
 from cdclake.ingest.config import SourceConfig
 from cdclake.ingest.faults import checkpoint
 from cdclake.ingest.naming import AUDIT_NAMESPACE, audit_table, table_identifier
@@ -43,7 +44,6 @@ from cdclake.ingest.quarantine import (
     replaced_suffix,
     within,
 )
-from cdclake.ingest.schema import SchemaEvolutionError
 from cdclake.ingest.schema_audit import audit_rows as schema_audit_rows
 from cdclake.ingest.schema_audit import table_ddls, unexplained
 from cdclake.ingest.sources import RecordSource

@@ -5,7 +5,7 @@ Policies (per table, from the connector spec's ``lake.schema_policy``):
 * ``evolve`` (default): new columns are added; safe widenings applied (int->long, float->double,
   decimal precision up with the same scale); a column missing from the events is kept and filled
   with nulls from then on; an incompatible change quarantines the table;
-* ``fail``: any change other than none raises :class:`SchemaEvolutionError`;
+* ``fail``: any change other than none raises :class:`cdclake.exceptions.SchemaEvolutionError`;
 * ``quarantine``: any change quarantines the table (its events are held in ``cdc_audit.quarantine``).
 
 A quarantined table stays so until it is released (:mod:`cdclake.ingest.quarantine`).
@@ -19,12 +19,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pyspark.sql import types as T
-
-from cdclake.exceptions import CdcError
-
-
-class SchemaEvolutionError(CdcError, ValueError):
-    """A table's schema changed in a way its policy does not allow."""
 
 
 class ChangeKind(StrEnum):

@@ -13,15 +13,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cdclake.exceptions import CdcError, ConfigError
+from cdclake.exceptions import ConfigError, RecordSourceError
 from cdclake.ingest.plan import OffsetRange, TopicPartition
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-
-class RecordSourceError(CdcError, RuntimeError):
-    """Records could not be listed or read (broker unreachable, unreadable replay file)."""
 
 
 class RecordSource(abc.ABC):

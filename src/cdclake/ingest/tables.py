@@ -14,6 +14,7 @@ from pyspark.sql import types as T
 
 from cdclake.connectors.spec import LakeMode, LakeOptions, PartitionField, SchemaPolicy
 from cdclake.decode.batch import TableInfo
+from cdclake.exceptions import SchemaEvolutionError
 from cdclake.ingest import apply, mongo
 from cdclake.ingest.naming import (
     META_COLUMNS,
@@ -24,7 +25,7 @@ from cdclake.ingest.naming import (
     table_identifier,
     table_parts,
 )
-from cdclake.ingest.schema import SchemaEvolutionError, create_table_ddl, plan_evolution, spark_sql_type, storable
+from cdclake.ingest.schema import create_table_ddl, plan_evolution, spark_sql_type, storable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -27,7 +27,7 @@ from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from cdclake.connectors import ConnectorKind, ConnectorSpec, LakeMode, TableSpec
-from cdclake.exceptions import CdcError, ConfigError
+from cdclake.exceptions import ConfigError, ReconcileError
 from cdclake.lake import LakeConfig
 from cdclake.reconcile.rows import ANY, RowKey, RowSet, column_type_from_iceberg, diff_row_sets, render_key
 
@@ -53,10 +53,6 @@ _KIND_BY_CONN_TYPE: dict[str, DatabaseKind] = {
     "mysql": "mysql",
     "mariadb": "mysql",
 }
-
-
-class ReconcileError(CdcError, RuntimeError):
-    """The source database or the lake could not be read for reconciliation."""
 
 
 # --- where the source is ------------------------------------------------------------------------

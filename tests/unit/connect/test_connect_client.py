@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import pytest
 import requests
 import requests_mock as rm
+from connect_helpers import URL
 
 from cdclake.connect import ConnectorState, KafkaConnectClient, mask_config
 from cdclake.exceptions import (
@@ -22,7 +22,6 @@ from cdclake.exceptions import (
     ConnectUnavailableError,
 )
 
-URL = "http://connect.test:8083"
 PG_CLASS = "io.debezium.connector.postgresql.PostgresConnector"
 
 STATUS_RUNNING = {
@@ -44,24 +43,6 @@ STATUS_TASK_FAILED = {
     ],
     "type": "source",
 }
-
-
-@pytest.fixture
-def sleeps() -> list[float]:
-    return []
-
-
-@pytest.fixture
-def client(sleeps: list[float]) -> Iterator[KafkaConnectClient]:
-    c = KafkaConnectClient(URL, retries=3, backoff_base_s=0.5, backoff_max_s=2.0, sleep=sleeps.append)
-    yield c
-    c.close()
-
-
-@pytest.fixture
-def rest_mock() -> Iterator[rm.Mocker]:
-    with rm.Mocker() as m:
-        yield m
 
 
 # ---- success paths -----------------------------------------------------------------------------

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import requests_mock as rm
+from connect_helpers import URL
 
 from cdclake.connect import KafkaConnectClient
 from cdclake.exceptions import ConnectBadRequestError, ConnectorNotFoundError, ConnectTimeoutError
 
-URL = "http://connect.test:8083"
 NAME = "capture-pg"
 
 NOT_FOUND = {"status_code": 404, "json": {"error_code": 404, "message": f"Connector {NAME} not found"}}
@@ -35,24 +34,6 @@ def _status(state: str, tasks: int = 1) -> dict[str, Any]:
             "type": "source",
         },
     }
-
-
-@pytest.fixture
-def sleeps() -> list[float]:
-    return []
-
-
-@pytest.fixture
-def client(sleeps: list[float]) -> Iterator[KafkaConnectClient]:
-    c = KafkaConnectClient(URL, retries=2, backoff_base_s=0.5, sleep=sleeps.append)
-    yield c
-    c.close()
-
-
-@pytest.fixture
-def rest_mock() -> Iterator[rm.Mocker]:
-    with rm.Mocker() as m:
-        yield m
 
 
 def _calls(mock: rm.Mocker) -> list[tuple[str, str]]:

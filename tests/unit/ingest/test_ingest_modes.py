@@ -129,7 +129,7 @@ def test_incompatible_change_quarantines_only_that_table(spark: SparkSession, pr
 def test_fail_policy_raises_naming_the_column(
     spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch
 ) -> None:
-    from cdclake.ingest.schema import SchemaEvolutionError
+    from cdclake.exceptions import SchemaEvolutionError
 
     source = SourceConfig(
         name=prefix, topic_prefix=prefix, tables={"inventory.items": LakeOptions(schema_policy=SchemaPolicy.FAIL)}

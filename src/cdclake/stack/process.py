@@ -18,6 +18,9 @@ from cdclake.exceptions import PortInUseError, StackError
 
 logger = logging.getLogger(__name__)
 
+#: How long :meth:`ManagedProcess.start` waits for a started program's command line to show its marker.
+_EXEC_GRACE_S = 10.0
+
 
 @dataclass(frozen=True)
 class ManagedProcess:
@@ -91,6 +94,12 @@ class ManagedProcess:
             raise StackError(f"{self.name}: cannot run {argv[0]}: {exc}") from exc
         finally:
             log.close()
+        # Popen may return while the child is still inside execve (vfork): its /proc cmdline can be empty
+        # or the parent's for a moment, and pid() would then take the fresh pid file for a stale one
+        # and remove it. Wait until the command line is the child's own (or the child is gone).
+        deadline = time.monotonic() + _EXEC_GRACE_S
+        while time.monotonic() < deadline and _alive(proc.pid) and not _is_ours(proc.pid, self.marker):
+            time.sleep(0.01)
         self.pid_file.write_text(f"{proc.pid}\n")
         logger.info("started %s pid=%s log=%s", self.name, proc.pid, self.log_file)
         return proc.pid

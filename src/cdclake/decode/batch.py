@@ -63,8 +63,14 @@ class StagedTopic:
     frame: DataFrame
     outputs: tuple[str, ...]
 
+    @staticmethod
+    def undecodable() -> Column:
+        """True for a record of the projection that is a dead letter (unusable envelope or value)."""
+        return F.col("_reason").isNotNull() | F.col("_invalid")
+
     def _bad(self) -> Column:
-        return (F.col("_barrier") >= F.lit(0)) & (F.col("_reason").isNotNull() | F.col("_invalid"))
+        # referencing the barrier keeps the projection (and with it the barrier) below the split
+        return (F.col("_barrier") >= F.lit(0)) & self.undecodable()
 
     def good(self) -> DataFrame:
         """The change rows."""
@@ -76,6 +82,21 @@ class StagedTopic:
             *[F.col(c).alias(c.removeprefix("_raw_")) for c in (*RAW_COORDINATES, *RAW_RECORD)],
             F.coalesce(F.col("_reason"), F.lit("unrepresentable_value")).alias("reason"),
         )
+
+
+def assemble(staged: list[StagedTopic], other_dead: DataFrame) -> tuple[dict[TableId, DataFrame], DataFrame]:
+    """Change rows per table (the union of the table's topics) and all dead letters, from the projections.
+
+    Args:
+        staged: the data topics' projections.
+        other_dead: dead letters from elsewhere (transaction and schema change topics, unrecognised topics).
+    """
+    tables: dict[TableId, DataFrame] = {}
+    for topic in staged:
+        good = topic.good()
+        previous = tables.get(topic.table_id)
+        tables[topic.table_id] = good if previous is None else previous.unionByName(good, allowMissingColumns=True)
+    return tables, reduce(DataFrame.unionByName, (t.dead() for t in staged), other_dead)
 
 
 @dataclass
@@ -118,21 +139,12 @@ class DecodedBatch:
         Returns:
             self.
         """
-        if self._persisted or not self._staged:
+        if self._persisted or not self._staged or self._other_dead is None:
             return self
         for staged in self._staged:
             staged.frame = staged.frame.persist(level) if level is not None else staged.frame.persist()
             self._persisted.append(staged.frame)
-        tables: dict[TableId, DataFrame] = {}
-        for staged in self._staged:
-            good = staged.good()
-            previous = tables.get(staged.table_id)
-            tables[staged.table_id] = good if previous is None else previous.unionByName(good, allowMissingColumns=True)
-        self.tables = tables
-        dead = [s.dead() for s in self._staged]
-        if self._other_dead is not None:
-            dead.append(self._other_dead)
-        self.dead_letters = reduce(DataFrame.unionByName, dead)
+        self.tables, self.dead_letters = assemble(self._staged, self._other_dead)
         return self
 
     def release(self) -> None:

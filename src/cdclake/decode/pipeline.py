@@ -24,7 +24,15 @@ from pyspark.sql import types as T
 
 from cdclake.debezium import fields as f
 from cdclake.debezium.models import Operation
-from cdclake.decode.batch import RAW_COORDINATES, RAW_RECORD, DecodedBatch, StagedTopic, TableInfo, column
+from cdclake.decode.batch import (
+    RAW_COORDINATES,
+    RAW_RECORD,
+    DecodedBatch,
+    StagedTopic,
+    TableInfo,
+    assemble,
+    column,
+)
 from cdclake.decode.connect import RowPlan, merge_fields, plan_row, plan_type
 from cdclake.decode.options import DecodeOptions, RecordFormat, TableId
 from cdclake.decode.records import normalise_records
@@ -188,10 +196,18 @@ def _schema_text(value: Column) -> Column:
     in another layout (see :data:`_SCHEMA_LAYOUTS`) fall back to ``get_json_object``, several times slower.
     """
     text = F.when(F.lit(False), F.lit(None).cast("string"))
+    for matches, schema_text, _ in _layout_slices(value):
+        text = text.when(matches, schema_text)
+    return text.otherwise(F.get_json_object(value, "$." + f.SCHEMA))
+
+
+def _layout_slices(value: Column) -> list[tuple[Column, Column, str]]:
+    """Per layout of :data:`_SCHEMA_LAYOUTS`: (the record is in it, its schema text, the delimiter after it)."""
+    out = []
     for start, delimiter in _SCHEMA_LAYOUTS:
         fast = F.substring_index(value, delimiter, 1)
-        text = text.when(value.startswith(F.lit(start)) & (F.octet_length(fast) < F.octet_length(value)), fast)
-    return text.otherwise(F.get_json_object(value, "$." + f.SCHEMA))
+        out.append((value.startswith(F.lit(start)) & (F.octet_length(fast) < F.octet_length(value)), fast, delimiter))
+    return out
 
 
 #: Discovery samples records whose offset is a multiple of this (see :func:`_known_schemas`).
@@ -207,12 +223,8 @@ def _known_schemas(recs: DataFrame) -> dict[str, list[tuple[str, int]]]:
     """
     value = F.col("value")
     layout = F.when(F.lit(False), F.lit(None).cast("string"))
-    for start, delimiter in _SCHEMA_LAYOUTS:
-        fast = F.substring_index(value, delimiter, 1)
-        layout = layout.when(
-            value.startswith(F.lit(start)) & (F.octet_length(fast) < F.octet_length(value)),
-            F.concat(fast, F.lit(delimiter)),
-        )
+    for matches, schema_text, delimiter in _layout_slices(value):
+        layout = layout.when(matches, F.concat(schema_text, F.lit(delimiter)))
     rows = (
         recs.where((F.col("offset") % F.lit(_SAMPLE_EVERY) == F.lit(0)) & value.isNotNull())
         .select("topic", layout.alias("prefix"), F.xxhash64(_schema_text(value)).alias("fingerprint"))
@@ -553,7 +565,7 @@ def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions) 
     )
     names = tuple(staged.columns[: len(outputs)])
     # the raw record is only kept for the dead letters (a cached frame then holds no second copy of each record)
-    bad = F.col("_reason").isNotNull() | F.col("_invalid")
+    bad = StagedTopic.undecodable()
     masked = staged.select(
         *[column(c) for c in names],
         *RAW_COORDINATES,
@@ -737,7 +749,6 @@ def decode_records(records: DataFrame, *, options: DecodeOptions) -> DecodedBatc
                 _dead(recs.where((F.col("topic") == topic.name) & F.col("value").isNotNull()), _corrupt_or(reason))
             )
 
-    tables: dict[TableId, DataFrame] = {}
     info: dict[TableId, TableInfo] = {}
     signal_frames: list[DataFrame] = []
     schema_cuts: dict[tuple[str, int], int] = {}
@@ -752,15 +763,12 @@ def decode_records(records: DataFrame, *, options: DecodeOptions) -> DecodedBatc
             cut_reasons[dt.table_id.name] = f"{dt.topic}: {dt.cut_reason}"
         staged_topic = _decode_data_topic(recs, dt, options)
         staged.append(staged_topic)
-        good = staged_topic.good()
-        if dt.table_id in tables:
-            tables[dt.table_id] = tables[dt.table_id].unionByName(good, allowMissingColumns=True)
+        if dt.table_id in info:
             old = info[dt.table_id]
             info[dt.table_id] = TableInfo(
                 dt.table_id, old.connector, (*old.topics, dt.topic), old.key_columns, old.schema, old.schema_versions
             )
             continue
-        tables[dt.table_id] = good
         if dt.dialect.document_store:
             spark_schema = T.StructType(
                 [
@@ -779,9 +787,7 @@ def decode_records(records: DataFrame, *, options: DecodeOptions) -> DecodedBatc
     other_dead = _dead(recs.where(F.lit(False)), F.lit(None).cast("string"))
     for frame in [*dead_frames, tx_dead, sc_dead]:
         other_dead = other_dead.unionByName(frame)
-    dead_letters = other_dead
-    for staged_topic in staged:
-        dead_letters = dead_letters.unionByName(staged_topic.dead())
+    tables, dead_letters = assemble(staged, other_dead)
     for name in ("heartbeats", "tombstones", "notifications_skipped", "schema_history_skipped"):
         counts.setdefault(name, 0)
     logger.info(

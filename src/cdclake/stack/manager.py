@@ -91,17 +91,28 @@ class Stack:
         Raises:
             PortInUseError: when a port is taken by a process that is not ours.
             NotInstalledError: when a program or the jars are missing.
-            StackError: when a service fails to start or to become ready in time.
+            StackError: when a service fails to start or to become ready in time. The services this
+                call started are stopped again first (those that were already running are left be),
+                so a failed ``up`` leaves nothing behind.
         """
         self._check_jars()
         services = self.services
-        started: dict[str, float] = {}
         for name in SERVICE_ORDER:
             service = services[name]
             if service.process.running():
                 continue
             for endpoint in service.endpoints():
                 require_free_port(f"{name} {endpoint.label}", self.config.host, endpoint.port, endpoint.env_var)
+        started: dict[str, float] = {}
+        try:
+            return self._up(services, started, progress)
+        except BaseException:
+            for name in reversed(SERVICE_ORDER):
+                if name in started and services[name].process.stop(timeout_s=60):
+                    progress(name, "stopped: the stack did not come up")
+            raise
+
+    def _up(self, services: dict[str, Service], started: dict[str, float], progress: Progress) -> dict[str, float]:
         for name in ("postgres", "mariadb", "kafka"):
             self._start(services[name], started, progress)
         timings: dict[str, float] = {}
@@ -130,8 +141,8 @@ class Stack:
             return
         progress(service.name, "preparing")
         service.prepare()
+        started[service.name] = time.monotonic()  # before start(): a start that fails half-way is stopped too
         service.start()
-        started[service.name] = time.monotonic()
         progress(service.name, f"started (pid {service.process.pid()}), waiting until it answers")
 
     def _await(

@@ -1,0 +1,76 @@
+"""Stack.up: when a service never becomes ready, what this call started is stopped again.
+
+The four services are stand-ins (a sleeping Python interpreter each), because the test is about the
+start-up bookkeeping, not the servers; the processes, pid files and signals are real.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from cdclake.exceptions import StackError
+from cdclake.stack.base import Endpoint, Service
+from cdclake.stack.config import StackConfig
+from cdclake.stack.manager import SERVICE_ORDER, Stack
+
+
+class _Sleeper(Service):
+    answers = True
+
+    @property
+    def marker(self) -> str:
+        return f"cdclake-stack-test-{self.name}-{self.config.state_dir.name}"
+
+    def endpoints(self) -> list[Endpoint]:
+        return []
+
+    def prepare(self) -> None:
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+
+    def start(self) -> None:
+        self.process.start([sys.executable, "-c", "import time; time.sleep(120)", self.marker])
+
+    def ready(self) -> bool:
+        return self.answers
+
+    def describe(self) -> str:
+        return self.name
+
+
+def _stack(tmp_path: Path, broken: str) -> Stack:
+    config = StackConfig(state_dir=tmp_path / "state", jvm_dir=tmp_path / "jvm", start_timeout_s=2.0)
+    stack = Stack(config, bins=object())  # type: ignore[arg-type]
+    services: dict[str, Service] = {}
+    for name in SERVICE_ORDER:
+        cls = type(f"Fake_{name}", (_Sleeper,), {"name": name, "answers": name != broken})
+        services[name] = cls(config, stack._bins, {})  # type: ignore[arg-type]
+    stack._services = services
+    stack._check_jars = lambda: None  # type: ignore[method-assign]
+    return stack
+
+
+def test_a_service_that_never_answers_fails_up_and_what_was_started_is_stopped(tmp_path: Path) -> None:
+    stack = _stack(tmp_path, broken="connect")
+    said: list[tuple[str, str]] = []
+    with pytest.raises(StackError, match="connect did not answer"):
+        stack.up(lambda name, message: said.append((name, message)))
+    assert [s.name for s in stack.status() if s.running] == []
+    assert not any((tmp_path / "state" / "run").glob("*.pid"))
+    assert {name for name, message in said if message.startswith("stopped")} == set(SERVICE_ORDER)
+
+
+def test_services_already_running_are_left_running_when_up_fails(tmp_path: Path) -> None:
+    stack = _stack(tmp_path, broken="kafka")
+    postgres = stack.services["postgres"]
+    postgres.prepare()
+    postgres.start()  # running before `up`, e.g. from an earlier `stack up`
+    try:
+        with pytest.raises(StackError, match="kafka did not answer"):
+            stack.up()
+        assert [s.name for s in stack.status() if s.running] == ["postgres"]
+    finally:
+        stack.down()
+    assert [s.name for s in stack.status() if s.running] == []

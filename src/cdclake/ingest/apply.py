@@ -10,10 +10,13 @@ from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 ROW_OPS = ("c", "r", "u", "d")
 KEEP = "_keep"
 STALE = "_stale"
+#: The table holds a row for the event's key (set by :func:`mark_stale`).
+IN_TARGET = "_in_target"
 
 
 def position_literal(position: Sequence[int]) -> str:
@@ -87,7 +90,8 @@ def mark_stale(
     *,
     broadcast_keys: bool = False,
 ) -> DataFrame:
-    """Add ``_stale``: the event is not newer than the stored row or the key's delete tombstone.
+    """Add ``_stale`` (the event is not newer than the stored row or the key's delete tombstone) and
+    ``_in_target`` (the table holds a row for the key).
 
     Args:
         latest: output of :func:`latest_per_key`.
@@ -111,14 +115,19 @@ def mark_stale(
     for label in ("t", "x"):
         if f"__pos_{label}" in out.columns:
             stale = stale | F.coalesce(F.col(f"__pos_{label}") >= F.col("_cdc_position"), F.lit(False))
-    return out.withColumn(STALE, stale).drop(*[c for c in out.columns if c.startswith("__pos_")])
+    in_target = F.col("__pos_t").isNotNull() if "__pos_t" in out.columns else F.lit(False)
+    return (
+        out.withColumn(STALE, stale)
+        .withColumn(IN_TARGET, in_target)
+        .drop(*[c for c in out.columns if c.startswith("__pos_")])
+    )
 
 
 def _q(name: str) -> str:
     return f"`{name}`"
 
 
-def merge_sql(
+def update_sql(
     target: str,
     source_view: str,
     key_columns: Sequence[str],
@@ -126,34 +135,51 @@ def merge_sql(
     target_columns: Sequence[str],
     meta_columns: Sequence[str],
 ) -> str:
-    """The position-guarded MERGE of one batch into an upsert table.
+    """The position-guarded MERGE of the batch's rows whose key the table already holds.
 
+    Only ``WHEN MATCHED`` clauses: Spark plans it as an inner join, which can broadcast the batch and
+    stream the table past it (a MERGE with ``WHEN NOT MATCHED`` is an outer join that shuffles the
+    whole table). Rows for keys the table does not hold are appended instead (:func:`insert_frame`).
     Columns of the target that the batch does not carry (a column dropped at the source) are set to
     null from then on. Columns listed in ``s._keep`` keep the stored value.
     """
     on = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in key_columns)
     carried = set(data_columns)
-    sets, inserts, values = [], [], []
+    sets = []
     for name in target_columns:
+        if name in key_columns:
+            continue
         if name in meta_columns:
             expr = "current_timestamp()" if name == "_cdc_ingested_at" else f"s.{_q(name)}"
         elif name in carried:
             expr = f"CASE WHEN array_contains(s.{KEEP}, '{name}') THEN t.{_q(name)} ELSE s.{_q(name)} END"
         else:
             expr = "NULL"
-        if name not in key_columns:
-            sets.append(f"t.{_q(name)} = {expr}")
-        inserts.append(_q(name))
-        if name in meta_columns:
-            values.append("current_timestamp()" if name == "_cdc_ingested_at" else f"s.{_q(name)}")
-        else:
-            values.append(f"s.{_q(name)}" if name in carried else "NULL")
+        sets.append(f"t.{_q(name)} = {expr}")
     return (
         f"MERGE INTO {target} t USING {source_view} s ON {on}\n"
         f"WHEN MATCHED AND s._cdc_op = 'd' AND s._cdc_position > t._cdc_position THEN DELETE\n"
-        f"WHEN MATCHED AND s._cdc_op <> 'd' AND s._cdc_position > t._cdc_position THEN UPDATE SET {', '.join(sets)}\n"
-        f"WHEN NOT MATCHED AND s._cdc_op <> 'd' THEN INSERT ({', '.join(inserts)}) VALUES ({', '.join(values)})"
+        f"WHEN MATCHED AND s._cdc_op <> 'd' AND s._cdc_position > t._cdc_position THEN UPDATE SET {', '.join(sets)}"
     )
+
+
+def insert_frame(rows: DataFrame, target_schema: T.StructType, data_columns: Sequence[str]) -> DataFrame:
+    """The batch's rows for keys the table does not hold, shaped as the table's rows (for an append).
+
+    ``rows`` must be fresh non-delete events (see :func:`mark_stale`). A placeholder column without
+    a value in the batch has nothing stored to keep, so it is null, as an INSERT would make it.
+    Columns of the target that the batch does not carry are null.
+    """
+    carried = set(data_columns) | {c for c in rows.columns if c.startswith("_cdc_")}
+    cols = []
+    for fld in target_schema.fields:
+        if fld.name == "_cdc_ingested_at":
+            cols.append(F.current_timestamp().alias(fld.name))
+        elif fld.name in carried:
+            cols.append(F.col(_q(fld.name)).cast(fld.dataType).alias(fld.name))
+        else:
+            cols.append(F.lit(None).cast(fld.dataType).alias(fld.name))
+    return rows.select(*cols)
 
 
 def tombstone_merge_sql(target: str, source_view: str, key_columns: Sequence[str]) -> str:

@@ -1,8 +1,9 @@
 """One ingestion batch of one source: plan -> read -> decode -> apply per table -> commit the ledger.
 
-Exactly-once: see :mod:`cdclake.ingest.state`. Each table's MERGE commit carries ``cdc.batch-id``,
+Exactly-once: see :mod:`cdclake.ingest.state`. Each table's last commit of the batch carries ``cdc.batch-id``,
 ``cdc.source``, ``cdc.offsets`` (the batch's offset ranges, JSON) and ``cdc.watermark`` (the greatest
-``_cdc_position`` of the table in the batch) in its Iceberg snapshot summary.
+``_cdc_position`` of the table in the batch) in its Iceberg snapshot summary (an upsert table may
+commit twice, see :meth:`cdclake.ingest.tables.TableApplier._write_upsert`).
 
 Quarantined tables (:mod:`cdclake.ingest.quarantine`): a table whose events cannot be applied has them
 held in ``cdc_audit.quarantine``, and so do the later batches until the table is released; the batch

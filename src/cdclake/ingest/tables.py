@@ -16,6 +16,7 @@ from cdclake.connectors.spec import LakeMode, LakeOptions, PartitionField, Schem
 from cdclake.decode.batch import TableInfo
 from cdclake.exceptions import SchemaEvolutionError
 from cdclake.ingest import apply, mongo
+from cdclake.ingest.faults import checkpoint
 from cdclake.ingest.naming import (
     META_COLUMNS,
     META_NAMES,
@@ -38,6 +39,9 @@ QUARANTINED = "cdc.quarantined"
 #: Up to this many events per table and batch, the stored positions are narrowed to the batch's keys by a
 #: broadcast semi-join (see :func:`cdclake.ingest.apply.mark_stale`).
 BROADCAST_KEYS_MAX_EVENTS = 2_000_000
+#: Up to this many rows, the batch rows that update or delete stored keys are broadcast to the MERGE
+#: (the table is scanned but not shuffled; see :func:`cdclake.ingest.apply.update_sql`).
+BROADCAST_SOURCE_MAX_ROWS = 1_000_000
 _TRANSFORMS = {"year": "years", "month": "months", "day": "days", "hour": "hours"}
 
 
@@ -335,23 +339,67 @@ class TableApplier:
         # can silently match nothing (seen with Iceberg 1.11 merge-on-read deletes)
         marked = apply.mark_stale(latest, stored, tombs, keys, broadcast_keys=narrow).localCheckpoint(eager=True)
         try:
-            counts = {
-                (r["_cdc_op"], r[apply.STALE]): int(r["count"])
-                for r in marked.groupBy("_cdc_op", apply.STALE).count().collect()
+            split = {
+                (r["_cdc_op"], r[apply.STALE], r[apply.IN_TARGET]): int(r["count"])
+                for r in marked.groupBy("_cdc_op", apply.STALE, apply.IN_TARGET).count().collect()
             }
+            counts: dict[tuple[str, bool], int] = {}
+            for (op, stale, _), n in split.items():
+                counts[(op, stale)] = counts.get((op, stale), 0) + n
             _count_ops(result, counts)
             fresh = marked.where(~F.col(apply.STALE)).drop(apply.STALE)
-            view = f"cdc_batch_{abs(hash(self.name))}"
-            fresh.createOrReplaceTempView(view)
+            tag = abs(hash(self.name))
             if counts.get(("d", False)):
-                self.spark.sql(apply.tombstone_merge_sql(self.tombstones, view, keys))
-            target_cols = [f.name for f in self.spark.table(self.name).schema.fields]
-            with snapshot_properties(self.spark, props):
-                self.spark.sql(apply.merge_sql(self.name, view, keys, data_cols, target_cols, META_NAMES))
+                fresh.createOrReplaceTempView(f"cdc_batch_{tag}")
+                self.spark.sql(apply.tombstone_merge_sql(self.tombstones, f"cdc_batch_{tag}", keys))
+            matched = sum(n for (_, stale, present), n in split.items() if present and not stale)
+            added = sum(n for (op, stale, present), n in split.items() if not present and not stale and op != "d")
+            self._write_upsert(fresh, props, matched, added, data_cols, tag)
         finally:
             marked.unpersist()
             if narrow:
                 latest.unpersist()
+
+    def _write_upsert(
+        self, fresh: DataFrame, props: dict[str, str], matched: int, added: int, data_cols: list[str], tag: int
+    ) -> None:
+        """Commit the fresh rows: a MERGE of the keys the table holds, an append of the others.
+
+        The MERGE (matched-only, an inner join that broadcasts a small batch) and the append are two
+        commits; only the last carries the batch properties (``cdc.batch-id`` ...), the first is marked
+        ``cdc.partial-of``. A crash between them leaves rows that a redo finds stored at their own
+        position (so stale, skipped): the redo commits only what is missing, with the batch id.
+        """
+        steps = [step for step, rows in (("update", matched), ("insert", added)) if rows]
+        if not steps:  # every event stale: one empty commit still records the batch on the table
+            steps = ["update"]
+        target_schema = self.spark.table(self.name).schema
+        for i, step in enumerate(steps):
+            last = i == len(steps) - 1
+            step_props = props if last else {"cdc.partial-of": props.get("cdc.batch-id", ""), "cdc.step": step}
+            if step == "update":
+                rows = fresh.where(F.col(apply.IN_TARGET)).drop(apply.IN_TARGET)
+                if matched <= BROADCAST_SOURCE_MAX_ROWS:
+                    rows = F.broadcast(rows)
+                rows.createOrReplaceTempView(f"cdc_update_{tag}")
+                sql = apply.update_sql(
+                    self.name,
+                    f"cdc_update_{tag}",
+                    self.info.key_columns,
+                    data_cols,
+                    [f.name for f in target_schema.fields],
+                    META_NAMES,
+                )
+                with snapshot_properties(self.spark, step_props):
+                    self.spark.sql(sql)
+            else:
+                rows = fresh.where(~F.col(apply.IN_TARGET) & (F.col("_cdc_op") != "d"))
+                writer = apply.insert_frame(rows, target_schema, data_cols).writeTo(self.name)
+                for key, value in step_props.items():
+                    writer = writer.option(f"snapshot-property.{key}", value)
+                writer.append()
+            if not last:
+                checkpoint("table-partial")
 
     def _scd2(self, frame: DataFrame, props: dict[str, str], result: TableResult, stats: _Stats) -> None:
         """History mode: every change becomes a version with ``_cdc_valid_from``/``_cdc_valid_to`` positions."""

@@ -128,3 +128,41 @@ def test_rerunning_the_same_records_changes_nothing(
     assert summary["cdc.batch-id"] == first.batch_id
     assert json.loads(summary["cdc.offsets"]) == {f"{prefix}.inventory.items": {"0": [0, 2]}}
     assert summary["cdc.watermark"].startswith("[110")
+
+
+def test_stored_keys_are_merged_new_keys_appended_and_a_redo_after_the_merge_finishes_the_batch(
+    spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table.create({"id": 1, "name": "a", "qty": 1}, lsn=100)
+    table.create({"id": 2, "name": "b", "qty": 1}, lsn=101)
+    ingest(table.take())
+    name = f"lake.{prefix}.inventory.items"
+    before = spark.sql(f"SELECT count(*) FROM {name}.snapshots").collect()[0][0]
+    table.update({"id": 1, "name": "a2", "qty": 2}, lsn=200)  # stored key: MERGE
+    table.delete({"id": 2}, lsn=201)  # stored key: MERGE
+    table.create({"id": 3, "name": "c", "qty": 3}, lsn=202)  # new key: append
+
+    def crash(point: str) -> None:  # the process dies between the table's two commits
+        if point == "table-partial":
+            raise SystemExit("injected crash after the MERGE commit")
+
+    monkeypatch.setattr("cdclake.ingest.tables.checkpoint", crash)
+    with pytest.raises(SystemExit):
+        ingest(table.take())
+    assert rows(spark, prefix) == [(1, "a2", 2)]  # the MERGE committed, the append did not
+    monkeypatch.undo()
+
+    redo = ingest([])  # the interrupted batch is redone with its own ranges and id
+    assert redo.redo
+    assert rows(spark, prefix) == [(1, "a2", 2), (3, "c", 3)]
+    result = redo.tables[name]
+    assert result["applied_by_op"] == {"c": 1}
+    assert result["skipped_by_op"] == {"u": 1, "d": 1}  # already committed at their own positions
+    snaps = spark.sql(f"SELECT operation, summary FROM {name}.snapshots ORDER BY committed_at, snapshot_id").collect()[
+        before:
+    ]
+    partial = [s for s in snaps if "cdc.partial-of" in s["summary"]]
+    assert [s["summary"]["cdc.partial-of"] for s in partial] == [redo.batch_id]
+    assert "cdc.batch-id" not in partial[0]["summary"]
+    assert snaps[-1]["operation"] == "append" and snaps[-1]["summary"]["cdc.batch-id"] == redo.batch_id
+    assert ingest([]).status == "no-new-records"

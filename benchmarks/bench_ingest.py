@@ -4,12 +4,14 @@
    from ``--distinct`` of the events, i.e. 25% by default; a mix of c/u/d) is produced to the local
    stack's broker, then one ingestion batch reads it with the Spark Kafka source, decodes it and
    MERGEs it into a fresh lake. Reports events/s and the time per phase.
-2. MERGE growth: the same ``--merge-batch`` events applied to upsert tables that already hold
-   ``--small`` and ``--large`` rows (written directly with Spark); reports the apply time of each.
+2. MERGE growth: the same ``--merge-batch`` events (keys drawn from a quarter of ``--small``) applied to
+   upsert tables that already hold ``--small`` and ``--large`` rows (written directly with Spark); reports
+   the apply time of each. ``--spread-keys``: the large table's batch draws its keys from a quarter of
+   the large table instead (4x more distinct keys to update).
 3. Peak RSS of the whole process tree (Python driver + JVM), sampled every 0.5 s.
 
 Usage: ``.venv/bin/python benchmarks/bench_ingest.py [--events 1000000] [--merge-batch 100000]
-[--small 100000] [--large 10000000] [--skip-e2e] [--skip-merge] [--driver-memory 2g]`` (local stack up for the e2e part).
+[--small 100000] [--large 10000000] [--spread-keys] [--skip-e2e] [--skip-merge] [--driver-memory 2g]`` (local stack up for the e2e part).
 """
 
 from __future__ import annotations
@@ -132,6 +134,9 @@ def main() -> None:
     parser.add_argument("--merge-batch", type=int, default=100_000)
     parser.add_argument("--small", type=int, default=100_000)
     parser.add_argument("--large", type=int, default=10_000_000)
+    parser.add_argument(
+        "--spread-keys", action="store_true", help="MERGE batch keys from a quarter of each table, not the same batch"
+    )
     parser.add_argument("--skip-e2e", action="store_true")
     parser.add_argument("--skip-merge", action="store_true")
     parser.add_argument("--driver-memory", default="2g", help="spark.driver.memory (the JVM heap; local mode)")
@@ -194,7 +199,11 @@ def main() -> None:
                     "current_timestamp() AS _cdc_ingested_at",
                 ).writeTo(table).append()
                 print(f"table of {size:,} rows written in {time.monotonic() - t0:.1f}s")
-                batch = workload(prefix, args.merge_batch, max(1, size // 4), seed=2)
+                # the same batch for both tables (keys from a quarter of the small table), unless --spread-keys
+                # draws them from a quarter of each table (more distinct keys for the large one: session 3's variant)
+                batch = workload(
+                    prefix, args.merge_batch, max(1, (size if args.spread_keys else args.small) // 4), seed=2
+                )
                 for r in batch:
                     r["offset"] += 1
                 frame = records_from_dicts(spark, setup + batch)

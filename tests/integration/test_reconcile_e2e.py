@@ -39,6 +39,7 @@ from cdclake.cli.demo import (
 )
 from cdclake.cli.main import app
 from cdclake.connect.client import KafkaConnectClient
+from cdclake.connect.models import ConnectorState
 from cdclake.connectors import ConnectorSpec, load_spec
 from cdclake.lake import LakeConfig
 from cdclake.reconcile import ReconcileReport, lake_identifier, reconcile_source
@@ -220,6 +221,9 @@ def test_live_ingest_reconciles_then_an_uncaptured_change_shows_its_key(
     pg = sources["postgres"]
     client = KafkaConnectClient(stack.config.connect_url)
     client.pause(pg.spec.name)
+    _wait_paused(client, pg.spec.name)  # pausing is asynchronous: a change made before it would stream
+    orders_topic = pg.data_topics[pg.orders]
+    before = topic_end_offsets(stack.config.kafka_bootstrap, [orders_topic])[orders_topic]
     try:
         with app_sql(stack, "postgres") as sql:
             assert sql.execute(f"UPDATE {pg.orders} SET status = 'lost' WHERE id = %s", [ID_BASE + 102]) == 1
@@ -243,10 +247,19 @@ def test_live_ingest_reconciles_then_an_uncaptured_change_shows_its_key(
         )
         assert ok.exit_code == 0, ok.output
     finally:
-        before = topic_end_offsets(stack.config.kafka_bootstrap, [pg.data_topics[pg.orders]])
         client.resume(pg.spec.name)
     # once resumed, Debezium streams the change (the next test's capture includes it)
-    wait_for_records(stack.config.kafka_bootstrap, {pg.data_topics[pg.orders]: before[pg.data_topics[pg.orders]] + 1})
+    wait_for_records(stack.config.kafka_bootstrap, {orders_topic: before + 1})
+
+
+def _wait_paused(client: KafkaConnectClient, name: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = client.status(name)
+        if status.tasks and all(t.state is ConnectorState.PAUSED for t in (status.connector, *status.tasks)):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"connector {name} not paused after {timeout_s:.0f}s: {client.status(name)}")
 
 
 def test_capture_then_replay_reconciles_and_replaying_again_changes_nothing(

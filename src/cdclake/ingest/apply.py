@@ -134,6 +134,7 @@ def update_sql(
     data_columns: Sequence[str],
     target_columns: Sequence[str],
     meta_columns: Sequence[str],
+    keep_columns: Sequence[str] = (),
 ) -> str:
     """The position-guarded MERGE of the batch's rows whose key the table already holds.
 
@@ -141,18 +142,23 @@ def update_sql(
     stream the table past it (a MERGE with ``WHEN NOT MATCHED`` is an outer join that shuffles the
     whole table). Rows for keys the table does not hold are appended instead (:func:`insert_frame`).
     Columns of the target that the batch does not carry (a column dropped at the source) are set to
-    null from then on. Columns listed in ``s._keep`` keep the stored value.
+    null from then on. Columns listed in ``s._keep`` keep the stored value; only ``keep_columns`` (those
+    that carry a placeholder somewhere in the batch) are tested, so the table's other data columns are
+    not read.
     """
     on = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in key_columns)
     carried = set(data_columns)
+    keep = set(keep_columns)
     sets = []
     for name in target_columns:
         if name in key_columns:
             continue
         if name in meta_columns:
             expr = "current_timestamp()" if name == "_cdc_ingested_at" else f"s.{_q(name)}"
-        elif name in carried:
+        elif name in keep:
             expr = f"CASE WHEN array_contains(s.{KEEP}, '{name}') THEN t.{_q(name)} ELSE s.{_q(name)} END"
+        elif name in carried:
+            expr = f"s.{_q(name)}"
         else:
             expr = "NULL"
         sets.append(f"t.{_q(name)} = {expr}")

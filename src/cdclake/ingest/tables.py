@@ -39,9 +39,11 @@ QUARANTINED = "cdc.quarantined"
 #: Up to this many events per table and batch, the stored positions are narrowed to the batch's keys by a
 #: broadcast semi-join (see :func:`cdclake.ingest.apply.mark_stale`).
 BROADCAST_KEYS_MAX_EVENTS = 2_000_000
-#: Up to this many rows, the batch rows that update or delete stored keys are broadcast to the MERGE
-#: (the table is scanned but not shuffled; see :func:`cdclake.ingest.apply.update_sql`).
-BROADCAST_SOURCE_MAX_ROWS = 1_000_000
+#: Up to this estimated size, the batch rows that update or delete stored keys are broadcast to the MERGE
+#: (the table is scanned but not shuffled; see :func:`cdclake.ingest.apply.update_sql`). A broadcast
+#: hint cannot do it: Spark drops it, because the MERGE's join already carries a hint for the table's
+#: side; the session's ``autoBroadcastJoinThreshold`` is raised to this for the MERGE instead.
+BROADCAST_SOURCE_MAX_BYTES = 256 * 2**20
 _TRANSFORMS = {"year": "years", "month": "months", "day": "days", "hour": "hours"}
 
 
@@ -55,15 +57,26 @@ def partition_sql(fld: PartitionField) -> str:
 
 
 @contextmanager
-def snapshot_properties(spark: SparkSession, props: dict[str, str]) -> Iterator[None]:
-    """Put ``props`` into the summary of every Iceberg commit made inside the block."""
-    for key, value in props.items():
-        spark.conf.set(SNAPSHOT_PROPERTY + key, value)
+def session_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
+    """Set Spark session settings for the block; the earlier values (or their absence) come back after it."""
+    saved = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        for key in props:
-            spark.conf.unset(SNAPSHOT_PROPERTY + key)
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+@contextmanager
+def snapshot_properties(spark: SparkSession, props: dict[str, str]) -> Iterator[None]:
+    """Put ``props`` into the summary of every Iceberg commit made inside the block."""
+    with session_conf(spark, {SNAPSHOT_PROPERTY + key: value for key, value in props.items()}):
+        yield
 
 
 @dataclass(frozen=True)
@@ -354,18 +367,25 @@ class TableApplier:
                 self.spark.sql(apply.tombstone_merge_sql(self.tombstones, f"cdc_batch_{tag}", keys))
             matched = sum(n for (_, stale, present), n in split.items() if present and not stale)
             added = sum(n for (op, stale, present), n in split.items() if not present and not stale and op != "d")
-            self._write_upsert(fresh, props, matched, added, data_cols, tag)
+            self._write_upsert(fresh, props, matched, added, data_cols, keep, tag)
         finally:
             marked.unpersist()
             if narrow:
                 latest.unpersist()
 
     def _write_upsert(
-        self, fresh: DataFrame, props: dict[str, str], matched: int, added: int, data_cols: list[str], tag: int
+        self,
+        fresh: DataFrame,
+        props: dict[str, str],
+        matched: int,
+        added: int,
+        data_cols: list[str],
+        keep: list[str],
+        tag: int,
     ) -> None:
         """Commit the fresh rows: a MERGE of the keys the table holds, an append of the others.
 
-        The MERGE (matched-only, an inner join that broadcasts a small batch) and the append are two
+        The MERGE (matched-only, an inner join that broadcasts a batch up to ``BROADCAST_SOURCE_MAX_BYTES``) and the append are two
         commits; only the last carries the batch properties (``cdc.batch-id`` ...), the first is marked
         ``cdc.partial-of``. A crash between them leaves rows that a redo finds stored at their own
         position (so stale, skipped): the redo commits only what is missing, with the batch id.
@@ -378,9 +398,10 @@ class TableApplier:
             last = i == len(steps) - 1
             step_props = props if last else {"cdc.partial-of": props.get("cdc.batch-id", ""), "cdc.step": step}
             if step == "update":
-                rows = fresh.where(F.col(apply.IN_TARGET)).drop(apply.IN_TARGET)
-                if matched <= BROADCAST_SOURCE_MAX_ROWS:
-                    rows = F.broadcast(rows)
+                # cached, so the planner knows its real size (the estimate of the checkpointed join is far
+                # above any threshold) and can broadcast it
+                rows = fresh.where(F.col(apply.IN_TARGET)).drop(apply.IN_TARGET).persist()
+                rows.count()
                 rows.createOrReplaceTempView(f"cdc_update_{tag}")
                 sql = apply.update_sql(
                     self.name,
@@ -389,9 +410,14 @@ class TableApplier:
                     data_cols,
                     [f.name for f in target_schema.fields],
                     META_NAMES,
+                    keep,
                 )
-                with snapshot_properties(self.spark, step_props):
-                    self.spark.sql(sql)
+                broadcast = {"spark.sql.autoBroadcastJoinThreshold": str(BROADCAST_SOURCE_MAX_BYTES)}
+                try:
+                    with snapshot_properties(self.spark, step_props), session_conf(self.spark, broadcast):
+                        self.spark.sql(sql)
+                finally:
+                    rows.unpersist()
             else:
                 rows = fresh.where(~F.col(apply.IN_TARGET) & (F.col("_cdc_op") != "d"))
                 writer = apply.insert_frame(rows, target_schema, data_cols).writeTo(self.name)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -169,6 +170,8 @@ class _Group:
 class _Topic:
     name: str
     groups: list[_Group] = field(default_factory=list)
+    #: sampled schema texts with their delimiter (see :func:`_known_schemas`)
+    prefixes: list[str] = field(default_factory=list)
 
     @property
     def records(self) -> int:
@@ -261,9 +264,8 @@ def _discover(recs: DataFrame, options: DecodeOptions) -> dict[str, _Topic]:
     which would force a sort-based aggregation over every record), then a lookup of the few sample records.
     """
     value = F.col("value")
-    schema_hash = (
-        _fingerprint(value, _known_schemas(recs)) if options.value_schemas_enabled else F.lit(None).cast("long")
-    )
+    known = _known_schemas(recs) if options.value_schemas_enabled else {}
+    schema_hash = _fingerprint(value, known) if options.value_schemas_enabled else F.lit(None).cast("long")
     json_offset = F.when(value.startswith("{"), F.col("offset"))
     key_offset = F.when(F.col("key").isNotNull() & value.isNotNull(), F.col("offset"))
     rows = (
@@ -333,6 +335,7 @@ def _discover(recs: DataFrame, options: DecodeOptions) -> dict[str, _Topic]:
             )
         )
     for topic in topics.values():
+        topic.prefixes = [prefix for prefix, _ in known.get(topic.name, [])]
         # schema versions in the order they appeared: Kafka timestamp of their first record, then offset
         first_seen: dict[int | None, tuple[Any, int]] = {}
         for g in topic.groups:
@@ -407,6 +410,7 @@ class _DataTopic:
     keep_hashes: tuple[int | None, ...] | None = None  # decode only records of these schema versions
     cuts: dict[tuple[str, int], int] = field(default_factory=dict)
     cut_reason: str | None = None
+    prefixes: tuple[str, ...] = ()  # sampled schema texts + delimiter: the parse skips them (see _without_schema)
 
 
 def _row_fields_from_schema(schema: dict[str, Any] | None) -> list[dict[str, Any]] | None:
@@ -447,16 +451,44 @@ def _envelope_wire(dialect: Dialect, plan: RowPlan | None) -> T.StructType:
     return T.StructType(fields_)
 
 
-def _parse(frame: DataFrame, wire: T.StructType, schemas: bool) -> tuple[DataFrame, Column]:
-    """Parse ``value`` once; returns the frame with ``_j`` and the column of the payload inside it."""
+def _without_schema(value: Column, prefixes: Sequence[str]) -> Column:
+    """``{"payload":...}``: the envelope without its schema, for records that start with a sampled schema text.
+
+    The embedded schema is most of a record (kilobytes of field descriptions, the same in every record) and is
+    of no use once discovery has fingerprinted it, but a JSON parser must still tokenize it to skip it. A
+    record that starts with a prefix of :func:`_known_schemas` (schema text + delimiter) has its payload right
+    after it: one byte comparison and one byte slice (the payload keeps the envelope's closing brace). Other
+    records are parsed whole.
+    """
+    out = F.when(F.lit(False), F.lit(None).cast("string"))
+    binary = value.cast("binary")
+    for prefix in prefixes:
+        rest = F.substring(binary, len(prefix.encode("utf-8")) + 1, 1 << 30)
+        out = out.when(value.startswith(F.lit(prefix)), F.concat(F.lit(_PAYLOAD_OPEN), rest).cast("string"))
+    return out.otherwise(value)
+
+
+_PAYLOAD_OPEN = bytearray(('{"' + f.PAYLOAD + '":').encode())
+
+
+def _parse(
+    frame: DataFrame, wire: T.StructType, schemas: bool, prefixes: Sequence[str] = ()
+) -> tuple[DataFrame, Column]:
+    """Parse ``value`` once; returns the frame with ``_j`` and the column of the payload inside it.
+
+    ``prefixes``: schema texts the parse may skip (:func:`_without_schema`).
+    """
+    value = F.col("value")
     if schemas:
         schema = T.StructType([T.StructField(f.PAYLOAD, wire), T.StructField(_CORRUPT, _S)])
+        if prefixes:
+            value = _without_schema(value, prefixes)
     else:
         schema = T.StructType([*wire.fields, T.StructField(_CORRUPT, _S)])
     # ``explode(array(x))`` makes the parse a Generate node: the optimizer can neither push the dead-letter filter
     # below it nor inline ``from_json`` into every expression that reads a field (which parsed each record
     # hundreds of times). One row in, one row out.
-    parsed = frame.select("*", F.explode(F.array(F.from_json(F.col("value"), schema, _JSON_OPTIONS))).alias("_j"))
+    parsed = frame.select("*", F.explode(F.array(F.from_json(value, schema, _JSON_OPTIONS))).alias("_j"))
     env = F.col("_j." + f.PAYLOAD) if schemas else F.col("_j")
     return parsed, env
 
@@ -466,7 +498,7 @@ def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions) 
     frame = recs.where((F.col("topic") == F.lit(dt.topic)) & F.col("value").isNotNull())
     if dt.keep_hashes is not None:  # a later schema version changed a column's type: see DecodedBatch.schema_cuts
         frame = frame.where(F.xxhash64(_schema_text(F.col("value"))).isin(*dt.keep_hashes))
-    parsed, env = _parse(frame, _envelope_wire(dialect, plan), options.value_schemas_enabled)
+    parsed, env = _parse(frame, _envelope_wire(dialect, plan), options.value_schemas_enabled, dt.prefixes)
     op, source = env[f.OP], env[f.SOURCE]
     before, after = env[f.BEFORE], env[f.AFTER]
     image = F.when(op == F.lit("d"), before).otherwise(after)
@@ -873,7 +905,17 @@ def _plan_data_topic(
         key_sample, options.key_schemas_enabled
     )
     return _DataTopic(
-        topic.name, table_id, dialect, plan, key_columns, len(versions), signal, keep_hashes, cuts, cut_reason
+        topic.name,
+        table_id,
+        dialect,
+        plan,
+        key_columns,
+        len(versions),
+        signal,
+        keep_hashes,
+        cuts,
+        cut_reason,
+        tuple(topic.prefixes),
     )
 
 

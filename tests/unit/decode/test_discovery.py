@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from cdclake.decode import DecodeOptions, decode_records, records_from_dicts
-from cdclake.decode.pipeline import _SAMPLE_EVERY, _fingerprint, _known_schemas, _schema_text
+from cdclake.decode.pipeline import _SAMPLE_EVERY, _fingerprint, _known_schemas, _schema_text, _without_schema
 
 pytestmark = pytest.mark.spark
 
@@ -60,3 +60,24 @@ def test_a_new_version_between_samples_is_still_cut(spark: SparkSession) -> None
     (frame,) = batch.tables.values()
     assert sorted(r["id"] for r in frame.collect()) == [0, 1, 2]
     assert batch.schema_cuts == {(topic, 0): 3} and batch.dead_letters.count() == 0
+
+
+def test_the_parse_skips_a_known_schema_and_keeps_the_payload_byte_for_byte(spark: SparkSession) -> None:
+    schema = '{"type":"struct","fields":[{"type":"string","field":"payload"}]}'
+    prefix = '{"schema":' + schema + ',"payload":'
+    texts = [
+        prefix + '{"after":{"payload":"x,\\"payload\\":1","ü":"é"}}}',  # the delimiter again, inside the payload
+        '{"schema": ' + schema + ', "payload": {"op":"c"}}',  # a layout not sampled: parsed whole
+        '{"payload":{"op":"c"},"schema":' + schema + "}",  # another key order: parsed whole
+        prefix + "null}",
+    ]
+    frame = spark.createDataFrame([(t,) for t in texts], "value string")
+    out = [r[0] for r in frame.select(_without_schema(F.col("value"), [prefix])).collect()]
+    assert out == [
+        '{"payload":{"after":{"payload":"x,\\"payload\\":1","ü":"é"}}}',
+        texts[1],
+        texts[2],
+        '{"payload":null}',
+    ]
+    for original, sliced in zip(texts, out, strict=True):
+        assert json.loads(sliced)["payload"] == json.loads(original)["payload"]

@@ -385,9 +385,9 @@ class TableApplier:
     ) -> None:
         """Commit the fresh rows: a MERGE of the keys the table holds, an append of the others.
 
-        The MERGE (matched-only, an inner join that broadcasts a batch up to ``BROADCAST_SOURCE_MAX_BYTES``) and the append are two
-        commits; only the last carries the batch properties (``cdc.batch-id`` ...), the first is marked
-        ``cdc.partial-of``. A crash between them leaves rows that a redo finds stored at their own
+        The MERGE (matched-only: an inner join that broadcasts a batch up to
+        :data:`BROADCAST_SOURCE_MAX_BYTES`) and the append are two commits; only the last carries the batch
+        properties (``cdc.batch-id`` ...), the first is marked ``cdc.partial-of``. A crash between them leaves rows that a redo finds stored at their own
         position (so stale, skipped): the redo commits only what is missing, with the batch id.
         """
         steps = [step for step, rows in (("update", matched), ("insert", added)) if rows]

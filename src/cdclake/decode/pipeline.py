@@ -264,8 +264,11 @@ def _discover(recs: DataFrame, options: DecodeOptions) -> dict[str, _Topic]:
     which would force a sort-based aggregation over every record), then a lookup of the few sample records.
     """
     value = F.col("value")
-    known = _known_schemas(recs) if options.value_schemas_enabled else {}
-    schema_hash = _fingerprint(value, known) if options.value_schemas_enabled else F.lit(None).cast("long")
+    known: dict[str, list[tuple[str, int]]] = {}
+    schema_hash = F.lit(None).cast("long")
+    if options.value_schemas_enabled:
+        known = _known_schemas(recs)
+        schema_hash = _fingerprint(value, known)
     json_offset = F.when(value.startswith("{"), F.col("offset"))
     key_offset = F.when(F.col("key").isNotNull() & value.isNotNull(), F.col("offset"))
     rows = (
@@ -451,6 +454,9 @@ def _envelope_wire(dialect: Dialect, plan: RowPlan | None) -> T.StructType:
     return T.StructType(fields_)
 
 
+_PAYLOAD_OPEN = bytearray(('{"' + f.PAYLOAD + '":').encode())
+
+
 def _without_schema(value: Column, prefixes: Sequence[str]) -> Column:
     """``{"payload":...}``: the envelope without its schema, for records that start with a sampled schema text.
 
@@ -466,9 +472,6 @@ def _without_schema(value: Column, prefixes: Sequence[str]) -> Column:
         rest = F.substring(binary, len(prefix.encode("utf-8")) + 1, 1 << 30)
         out = out.when(value.startswith(F.lit(prefix)), F.concat(F.lit(_PAYLOAD_OPEN), rest).cast("string"))
     return out.otherwise(value)
-
-
-_PAYLOAD_OPEN = bytearray(('{"' + f.PAYLOAD + '":').encode())
 
 
 def _parse(

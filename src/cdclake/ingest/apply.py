@@ -170,11 +170,11 @@ def update_sql(
 
 
 def insert_frame(rows: DataFrame, target_schema: T.StructType, data_columns: Sequence[str]) -> DataFrame:
-    """The batch's rows for keys the table does not hold, shaped as the table's rows (for an append).
+    """``rows`` shaped as the table's rows, for an append: ``_cdc_ingested_at`` now, columns of the target
+    that the rows do not carry null, other columns dropped.
 
-    ``rows`` must be fresh non-delete events (see :func:`mark_stale`). A placeholder column without
-    a value in the batch has nothing stored to keep, so it is null, as an INSERT would make it.
-    Columns of the target that the batch does not carry are null.
+    An upsert table appends the fresh non-delete events of keys it does not hold (see :func:`mark_stale`):
+    a placeholder column without a value in the batch has nothing stored to keep, so it is null.
     """
     carried = set(data_columns) | {c for c in rows.columns if c.startswith("_cdc_")}
     cols = []

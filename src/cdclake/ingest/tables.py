@@ -314,16 +314,16 @@ class TableApplier:
             keep=sorted(row["keep"] or []),
         )
 
-    def _append(self, frame: DataFrame, props: dict[str, str], result: TableResult) -> None:
-        target_cols = [f.name for f in self.spark.table(self.name).schema.fields]
-        present = set(frame.columns)
-        out = frame.withColumn("_cdc_ingested_at", F.current_timestamp()).select(
-            *[F.col(f"`{c}`") if c in present or c == "_cdc_ingested_at" else F.lit(None).alias(c) for c in target_cols]
-        )
-        writer = out.writeTo(self.name)
+    def _append_rows(self, rows: DataFrame, props: dict[str, str]) -> None:
+        """Append ``rows`` shaped as the table's rows (:func:`apply.insert_frame`), ``props`` in the commit."""
+        data_cols = [f.name for f in self.info.schema.fields]
+        writer = apply.insert_frame(rows, self.spark.table(self.name).schema, data_cols).writeTo(self.name)
         for key, value in props.items():
             writer = writer.option(f"snapshot-property.{key}", value)
         writer.append()
+
+    def _append(self, frame: DataFrame, props: dict[str, str], result: TableResult) -> None:
+        self._append_rows(frame, props)
         result.applied = sum(result.events.values())
         result.applied_by_op = dict(result.events)
 
@@ -387,45 +387,39 @@ class TableApplier:
 
         The MERGE (matched-only: an inner join that broadcasts a batch up to
         :data:`BROADCAST_SOURCE_MAX_BYTES`) and the append are two commits; only the last carries the batch
-        properties (``cdc.batch-id`` ...), the first is marked ``cdc.partial-of``. A crash between them leaves rows that a redo finds stored at their own
-        position (so stale, skipped): the redo commits only what is missing, with the batch id.
+        properties (``cdc.batch-id`` ...), the first is marked ``cdc.partial-of``. A crash between them leaves
+        rows that a redo finds stored at their own position (so stale, skipped): the redo commits only what is
+        missing, with the batch id. When every event is stale, the MERGE (of nothing) still runs with the
+        batch properties, as it always did.
         """
-        steps = [step for step, rows in (("update", matched), ("insert", added)) if rows]
-        if not steps:  # every event stale: one empty commit still records the batch on the table
-            steps = ["update"]
-        target_schema = self.spark.table(self.name).schema
-        for i, step in enumerate(steps):
-            last = i == len(steps) - 1
-            step_props = props if last else {"cdc.partial-of": props.get("cdc.batch-id", ""), "cdc.step": step}
-            if step == "update":
-                # cached, so the planner knows its real size (the estimate of the checkpointed join is far
-                # above any threshold) and can broadcast it
-                rows = fresh.where(F.col(apply.IN_TARGET)).drop(apply.IN_TARGET).persist()
-                rows.count()
-                rows.createOrReplaceTempView(f"cdc_update_{tag}")
-                sql = apply.update_sql(
-                    self.name,
-                    f"cdc_update_{tag}",
-                    self.info.key_columns,
-                    data_cols,
-                    [f.name for f in target_schema.fields],
-                    META_NAMES,
-                    keep,
-                )
-                broadcast = {"spark.sql.autoBroadcastJoinThreshold": str(BROADCAST_SOURCE_MAX_BYTES)}
-                try:
-                    with snapshot_properties(self.spark, step_props), session_conf(self.spark, broadcast):
-                        self.spark.sql(sql)
-                finally:
-                    rows.unpersist()
-            else:
-                rows = fresh.where(~F.col(apply.IN_TARGET) & (F.col("_cdc_op") != "d"))
-                writer = apply.insert_frame(rows, target_schema, data_cols).writeTo(self.name)
-                for key, value in step_props.items():
-                    writer = writer.option(f"snapshot-property.{key}", value)
-                writer.append()
-            if not last:
+        merge, append = matched > 0 or added == 0, added > 0
+        if merge:
+            partial = {"cdc.partial-of": props.get("cdc.batch-id", ""), "cdc.step": "update"}
+            self._merge_matched(fresh, partial if append else props, data_cols, keep, tag)
+            if append:
                 checkpoint("table-partial")
+        if append:
+            self._append_rows(fresh.where(~F.col(apply.IN_TARGET) & (F.col("_cdc_op") != "d")), props)
+
+    def _merge_matched(
+        self, fresh: DataFrame, props: dict[str, str], data_cols: list[str], keep: list[str], tag: int
+    ) -> None:
+        """The MERGE of the fresh rows whose key the table holds (:func:`apply.update_sql`)."""
+        # cached, so the planner knows its real size (the estimate of the checkpointed join is far above any
+        # threshold) and can broadcast it
+        rows = fresh.where(F.col(apply.IN_TARGET)).drop(apply.IN_TARGET).persist()
+        rows.count()
+        rows.createOrReplaceTempView(f"cdc_update_{tag}")
+        target_cols = [f.name for f in self.spark.table(self.name).schema.fields]
+        sql = apply.update_sql(
+            self.name, f"cdc_update_{tag}", self.info.key_columns, data_cols, target_cols, META_NAMES, keep
+        )
+        broadcast = {"spark.sql.autoBroadcastJoinThreshold": str(BROADCAST_SOURCE_MAX_BYTES)}
+        try:
+            with snapshot_properties(self.spark, props), session_conf(self.spark, broadcast):
+                self.spark.sql(sql)
+        finally:
+            rows.unpersist()
 
     def _scd2(self, frame: DataFrame, props: dict[str, str], result: TableResult, stats: _Stats) -> None:
         """History mode: every change becomes a version with ``_cdc_valid_from``/``_cdc_valid_to`` positions."""

@@ -144,6 +144,17 @@ def _corrupt_reason(parsed: Column) -> Column:
     return F.when(F.try_parse_json(F.col("value")).isNull(), F.lit("invalid_json")).otherwise(F.lit("type_mismatch"))
 
 
+def _barrier() -> Column:
+    """A free nondeterministic column: a filter above the projection holding it is not pushed below it."""
+    return F.spark_partition_id().alias("_barrier")
+
+
+def _split(parsed: DataFrame, reason: Column) -> tuple[DataFrame, Column]:
+    """``parsed`` with ``_reason`` (null when usable) and a barrier; returns it and the usable-row condition."""
+    staged = parsed.select("*", reason.alias("_reason"), _barrier())
+    return staged, (F.col("_barrier") >= F.lit(0)) & F.col("_reason").isNull()
+
+
 def _dead(frame: DataFrame, reason: Column | str) -> DataFrame:
     reason_col = F.lit(reason) if isinstance(reason, str) else reason
     return frame.select("topic", "partition", "offset", "key", "value", reason_col.alias("reason"))
@@ -488,10 +499,13 @@ def _parse(
             value = _without_schema(value, prefixes)
     else:
         schema = T.StructType([*wire.fields, T.StructField(_CORRUPT, _S)])
-    # ``explode(array(x))`` makes the parse a Generate node: the optimizer can neither push the dead-letter filter
-    # below it nor inline ``from_json`` into every expression that reads a field (which parsed each record
-    # hundreds of times). One row in, one row out.
-    parsed = frame.select("*", F.explode(F.array(F.from_json(value, schema, _JSON_OPTIONS))).alias("_j"))
+    # The parse is a projection of its own. The optimizer does not inline it into the projection above (an
+    # expensive expression referenced many times is never collapsed), but it would push a filter on the parsed
+    # fields below it, substituting ``from_json`` into every field the filter reads: every caller therefore
+    # filters above a projection holding a nondeterministic barrier (:func:`_barrier`). Pinned by the plan test
+    # in tests/unit/decode/test_plan.py (one parse per topic). A Generate node (``explode(array(...))``) would
+    # be a barrier too, but it breaks whole-stage codegen and copies every parsed row: 30% slower.
+    parsed = frame.select("*", F.from_json(value, schema, _JSON_OPTIONS).alias("_j"))
     env = F.col("_j." + f.PAYLOAD) if schemas else F.col("_j")
     return parsed, env
 
@@ -596,7 +610,7 @@ def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions) 
         *[F.col(c).alias(f"_raw_{c}") for c in ("topic", "partition", "offset", "key", "value")],
         reason.alias("_reason"),
         invalid.alias("_invalid"),
-        F.spark_partition_id().alias("_barrier"),
+        _barrier(),
     )
     names = tuple(staged.columns[: len(outputs)])
     # the raw record is only kept for the dead letters (a cached frame then holds no second copy of each record)
@@ -636,14 +650,14 @@ def _decode_transactions(recs: DataFrame, topics: list[str], options: DecodeOpti
         .when(~F.coalesce(status.isin(f.TX_STATUS_BEGIN, f.TX_STATUS_END), F.lit(False)), F.lit("unknown_tx_status"))
         .when(env[f.TX_ID].isNull(), F.lit("missing_tx_id"))
     )
-    staged = parsed.withColumn("_reason", reason)
+    staged, usable = _split(parsed, reason)
     collections = F.transform(
         env[f.TX_DATA_COLLECTIONS],
         lambda c: F.struct(
             c[f.TX_DATA_COLLECTION].alias("data_collection"), _long(c[f.TX_EVENT_COUNT]).alias("event_count")
         ),
     )
-    good = staged.where(F.col("_reason").isNull()).select(
+    good = staged.where(usable).select(
         F.col("topic"),
         F.col("partition"),
         F.col("offset"),
@@ -655,7 +669,7 @@ def _decode_transactions(recs: DataFrame, topics: list[str], options: DecodeOpti
         collections.alias("data_collections"),
         F.timestamp_millis(_long(env[f.TS_MS])).alias("ts"),
     )
-    return good, _dead(staged.where(F.col("_reason").isNotNull()), F.col("_reason"))
+    return good, _dead(staged.where(~usable), F.col("_reason"))
 
 
 def _decode_schema_changes(
@@ -679,8 +693,8 @@ def _decode_schema_changes(
                 is_topic, position_expr(dialect, source, snapshot_expr(source[f.SRC_SNAPSHOT]))
             ).otherwise(position)
             connector = F.coalesce(connector, F.when(is_topic, F.lit(dialect.name)))
-    staged = parsed.withColumn("_reason", reason)
-    good = staged.where(F.col("_reason").isNull()).select(
+    staged, usable = _split(parsed, reason)
+    good = staged.where(usable).select(
         F.col("topic"),
         F.col("partition"),
         F.col("offset"),
@@ -695,7 +709,7 @@ def _decode_schema_changes(
         F.timestamp_millis(_long(env[f.TS_MS])).alias("ts"),
         position.alias("position"),
     )
-    return good, _dead(staged.where(F.col("_reason").isNotNull()), F.col("_reason"))
+    return good, _dead(staged.where(~usable), F.col("_reason"))
 
 
 # -- entry point ----------------------------------------------------------------------------------------------------

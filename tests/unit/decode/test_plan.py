@@ -1,0 +1,69 @@
+"""The physical plan parses each record once: the optimizer must not copy ``from_json`` into filters or fields.
+
+Structural, not timed: a regression here (a filter pushed below the parse, the parse inlined into every field
+that reads it) multiplies the decode's cost by the number of columns without changing any decoded value.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from decode_helpers import record, topic_of, value
+from pyspark.sql import DataFrame, SparkSession
+
+from cdclake.decode import DecodeOptions, decode_records, records_from_dicts
+
+pytestmark = pytest.mark.spark
+
+FIELDS = [
+    {"field": "id", "type": "int32", "optional": False},
+    {"field": "price", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "parameters": {"scale": "2"}},
+    {"field": "at", "type": "int64", "name": "io.debezium.time.MicroTimestamp"},
+]
+
+
+def _parses(frame: DataFrame) -> int:
+    return str(frame._jdf.queryExecution().executedPlan().toString()).count("from_json(")
+
+
+def _batch(spark: SparkSession, schemas: bool) -> list[dict[str, object]]:
+    pg, my = topic_of("postgresql"), topic_of("mysql")
+    row_fields = FIELDS if schemas else None
+    tx = {"status": "BEGIN", "id": "571", "ts_ms": 1, "event_count": None, "data_collections": None}
+    ddl = {"source": {"connector": "mysql", "name": "my"}, "databaseName": "app", "ddl": "ALTER TABLE t ADD c INT"}
+    wrap = (lambda payload: json.dumps({"schema": {"type": "struct"}, "payload": payload})) if schemas else json.dumps
+    return [
+        record(pg, 0, value("postgresql", {"id": 1, "price": "AQ==", "at": 5}, row_fields=row_fields)),
+        record(pg, 1, value("postgresql", {"id": 2, "price": "Ag==", "at": 6}, row_fields=row_fields)),
+        record(my, 0, value("mysql", {"id": 1, "price": "AQ==", "at": 5}, row_fields=row_fields)),
+        record("pg.transaction", 0, wrap(tx)),
+        record("my", 0, wrap(ddl)),
+    ]
+
+
+@pytest.mark.parametrize("schemas", [True, False], ids=["schemas-on", "schemas-off"])
+def test_every_output_parses_each_record_once(spark: SparkSession, schemas: bool) -> None:
+    schema_source = {} if schemas else {"schema_source": _schema_source()}
+    options = DecodeOptions(value_schemas_enabled=schemas, include_before=False, **schema_source)  # type: ignore[arg-type]
+    batch = decode_records(records_from_dicts(spark, _batch(spark, schemas)), options=options)
+    assert len(batch.tables) == 2
+    for frame in batch.tables.values():
+        assert frame.count() == frame.count()  # the frame runs
+        assert _parses(frame) == 1
+        assert _parses(frame.select("_cdc_op")) == 1
+        assert _parses(frame.groupBy("_cdc_op").count()) == 1
+    assert batch.transactions.count() == 1 and _parses(batch.transactions) == 1
+    assert batch.schema_changes.count() == 1 and _parses(batch.schema_changes) == 1
+    # dead letters: the two data topics, the transaction topic and the schema change topic, once each
+    assert batch.dead_letters.count() == 0 and _parses(batch.dead_letters) == 4
+    batch.materialise()
+    for frame in batch.tables.values():
+        assert _parses(frame) == 1  # the cached projection's plan, parsed once when it is filled
+
+
+def _schema_source():  # type: ignore[no-untyped-def]
+    from cdclake.decode import ConnectSchemaSource
+
+    row = {"type": "struct", "fields": FIELDS}
+    return ConnectSchemaSource({topic_of("postgresql"): row, topic_of("mysql"): row})

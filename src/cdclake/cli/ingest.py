@@ -55,7 +55,8 @@ def _report(summary: dict, as_json: bool) -> None:  # type: ignore[type-arg]
 def _released(released: dict | None) -> str:  # type: ignore[type-arg]
     if not released:
         return "-"
-    return f"released ({released['action']}): {released['records']} held record(s) applied"
+    done = "discarded" if released["action"] == "discard" else "applied"
+    return f"released ({released['action']}): {released['records']} held record(s) {done}"
 
 
 def ingest(

@@ -26,7 +26,7 @@ console = Console()
 LakeDir = typer.Option(None, "--lake", help="Embedded lake directory [env CDC_LAKE_DIR; .lake/]")
 SourceOption = typer.Option(None, "--source", help="Only this source (spec name / topic prefix).")
 #: the values of :class:`cdclake.ingest.quarantine.ReleaseAction`
-ACTIONS = ("evolve", "recreate")
+ACTIONS = ("evolve", "recreate", "discard")
 
 
 def _action(value: str) -> str:
@@ -104,13 +104,15 @@ def release(
         metavar="|".join(ACTIONS),
         callback=_action,
         help="evolve: apply the held events to the table as it is now (alter an incompatible column first); "
-        "recreate: set the table aside and create it anew from its events (then re-snapshot it).",
+        "recreate: set the table aside and create it anew from its events (then re-snapshot it); "
+        "discard: do not apply the held events (they are copied to cdc_audit.dead_letters) and resume the "
+        "table with its new events (then re-snapshot it).",
     ),
     source: Optional[str] = SourceOption,  # noqa: UP045
     note: Optional[str] = typer.Option(None, help="Why, for the audit (kept with the request)."),  # noqa: UP045
     lake: Optional[Path] = LakeDir,  # noqa: UP045
 ) -> None:
-    """Release a quarantined table: the next ingest batch of its source applies the held events."""
+    """Release a quarantined table: the next ingest batch of its source applies (discard: dead-letters) the held events."""
     from cdclake.ingest.quarantine import ReleaseAction, request_release
 
     state, request = request_release(_catalog(lake), table, ReleaseAction(action), source=source, note=note)
@@ -122,6 +124,12 @@ def release(
         f"`cdclake quarantine list` shows the outcome if it fails.",
         highlight=False,
     )
+    if request.action is ReleaseAction.DISCARD:
+        console.print(
+            "the held records will be copied to lake.cdc_audit.dead_letters and not applied; re-snapshot the "
+            "source table (cdc_snapshot DAG) to bring their changes into the lake.",
+            highlight=False,
+        )
     if request.action is ReleaseAction.RECREATE:
         console.print(
             "the current table will be renamed to <table>__cdc_replaced_<batch id>; re-snapshot the source table "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,7 @@ from cdclake.ingest.quarantine import (
     ReleaseAction,
     ReleaseRecord,
     ReleaseStatus,
+    discard_reason,
     held_records,
     read_states,
     release_hint,
@@ -177,6 +178,8 @@ def run_batch(
         committed, pending = ledger.last()
         quarantined = read_states(spark, source.name)
         releases = [s for s in quarantined.values() if s.release is not None]
+        # a discard release re-reads nothing: its held records go to the dead letters (_discard_held)
+        replays = [s for s in releases if s.release is not None and s.release.action is not ReleaseAction.DISCARD]
         if pending is not None:
             ranges, batch_id, seq, next_offsets, redo = (
                 pending.ranges,
@@ -213,8 +216,8 @@ def run_batch(
         raw = records.read(spark, ranges) if ranges else spark.createDataFrame([], STRING_RECORD_SCHEMA)
         # cached as text: every pass (discovery, decoding, transactions, dead letters) reads it without a cast
         raw = normalise_records(raw)
-        if releases:
-            raw = raw.unionByName(held_records(spark, source.name, releases, ranges))
+        if replays:
+            raw = raw.unionByName(held_records(spark, source.name, replays, ranges))
         raw = raw.persist()
         # each table's rows are decoded once, at the first count, and read from the cache by every later phase
         decoded = decode_records(raw, options=source.decode_options()).materialise()
@@ -225,10 +228,10 @@ def run_batch(
                 t: f.where(within(ranges, "_cdc_topic", "_cdc_partition", "_cdc_offset"))
                 for t, f in decoded.tables.items()
             }
-            if releases
+            if replays
             else decoded.tables
         )
-        blocked = _cuts_among_held(decoded, ranges) if releases else {}
+        blocked = _cuts_among_held(decoded, ranges) if replays else {}
     with timed("transactions"):
         # records from an incompatible schema change on are left to the next batch (decoder's schema cuts):
         # the partition's range ends there, for the transactions too
@@ -264,28 +267,42 @@ def run_batch(
     try:
         with timed("apply"):
             outcomes: list[ReleaseRecord] = []
+            # before any outcome row: a redo finds the release still pending and does not copy twice
+            discards = {
+                s.table: _discard_held(spark, source, batch_id, s, ranges, redo) for s in releases if s not in replays
+            }
             for table_id, frame in sorted(decoded.tables.items(), key=lambda kv: kv[0].name):
                 info = decoded.table_info[table_id]
                 applier = TableApplier(spark, info, source.lake_options(table_id), batch_props)
+                state = quarantined.get(applier.identifier)
                 result, outcome = _apply_table(
                     spark,
                     source,
                     applier,
                     before_cuts(frame, cuts),
                     before_cuts(own[table_id], cuts),
-                    quarantined.get(applier.identifier),
+                    None if applier.identifier in discards else state,
                     raw,
                     batch_id,
                     redo,
                     blocked.get(applier.identifier),
                 )
+                if state is not None and applier.identifier in discards:
+                    held, outcome = discards[applier.identifier]
+                    result.released = {
+                        "action": ReleaseAction.DISCARD.value,
+                        "records": held.records,
+                        "batches": list(held.batches),
+                    }
                 result.decoded = _decoded_ops(summary.counts, table_id)
                 outcomes += [outcome] if outcome else []
                 summary.tables[result.table] = result.as_dict()
                 checkpoint(f"table:{len(summary.tables)}")
                 logger.info("source %s batch %s table %s: %s", source.name, batch_id, result.table, result.as_dict())
             for state in releases:
-                if state.table not in summary.tables:  # no held record decoded as an event of the table
+                if state.table in discards and state.table not in summary.tables:  # no event of its own
+                    outcomes.append(discards[state.table][1])
+                elif state.table not in summary.tables:  # no held record decoded as an event of the table
                     detail = "no held record decoded as a change event of the table (see cdc_audit.dead_letters)"
                     outcomes.append(state.outcome(batch_id, ReleaseStatus.APPLIED, detail))
             _append_audit_rows(spark, RELEASES, RELEASES_DDL, [o.row() for o in outcomes], batch_id, redo)
@@ -534,6 +551,51 @@ def _dead_letters(
     out.writeTo(table).option("snapshot-property.cdc.batch-id", batch_id).append()
     logger.warning("source %s batch %s: %d records dead-lettered into %s", source.name, batch_id, count, table)
     return per_tp
+
+
+def _discard_held(
+    spark: SparkSession,
+    source: SourceConfig,
+    batch_id: str,
+    state: QuarantineState,
+    ranges: list[OffsetRange],
+    redo: bool,
+) -> tuple[QuarantineState, ReleaseRecord]:
+    """A ``discard`` release: copy the table's held records to ``cdc_audit.dead_letters`` (once per batch).
+
+    Returns:
+        The held batches it released (never the running batch: in a redo, records this batch held itself
+        stay held) and the release's outcome row.
+    """
+    dead_letters = f"{CATALOG_NAME}.{AUDIT_NAMESPACE}.dead_letters"
+    held = replace(state, held=tuple(h for h in state.held if h.batch_id != batch_id))
+    records = held_records(spark, source.name, [held], ranges) if held.held else None
+    count = records.count() if records is not None else 0
+    if records is not None and count:
+        table = _audit_ddl(spark, "dead_letters", DEAD_LETTERS_DDL)
+        if not _already(spark, table, f"{batch_id}:discard:{state.table}", redo):
+            records.select(
+                F.lit(source.name).alias("source"),
+                F.lit(batch_id).alias("batch_id"),
+                "topic",
+                "partition",
+                "offset",
+                "key",
+                "value",
+                F.lit(discard_reason(state)).alias("reason"),
+                F.current_timestamp().alias("recorded_at"),
+            ).writeTo(table).option("snapshot-property.cdc.batch-id", f"{batch_id}:discard:{state.table}").append()
+    logger.warning(
+        "source %s batch %s: release %s of %s discards %d held records into %s",
+        source.name,
+        batch_id,
+        state.release.release_id if state.release else "-",
+        state.table,
+        count,
+        dead_letters,
+    )
+    detail = f"{count} held record(s) discarded into {dead_letters}"
+    return held, held.outcome(batch_id, ReleaseStatus.APPLIED, detail)
 
 
 def _quarantine(

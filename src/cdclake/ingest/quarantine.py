@@ -21,6 +21,11 @@ Release actions (:class:`ReleaseAction`):
 * ``recreate``: the table is renamed to ``<table>__cdc_replaced_<batch id>`` (kept for reference; drop
   it when done), its tombstones are dropped, and a new table is created from the events' schema. Rows
   with no event since are only in the renamed table: re-snapshot the source table to refill it.
+* ``discard``: the held events are not applied; they are copied to ``lake.cdc_audit.dead_letters``
+  (reason ``discarded by release <id>: <why the table was quarantined>``; they also stay in
+  ``cdc_audit.quarantine``) and the table takes the batch's own events again with its own schema policy.
+  For events that can never be applied (e.g. held records spanning two incompatible schema changes, whose
+  ``evolve``/``recreate`` release fails); the table then lacks their changes until a re-snapshot.
 
 The state is computed by a pure function (:func:`quarantine_states`) from small aggregations read
 with Spark (the ingestion job, :func:`read_states`) or pyiceberg (the CLI, :func:`catalog_states`).
@@ -76,6 +81,7 @@ class ReleaseAction(StrEnum):
 
     EVOLVE = "evolve"
     RECREATE = "recreate"
+    DISCARD = "discard"
 
 
 class ReleaseStatus(StrEnum):
@@ -398,6 +404,12 @@ def held_records(
         .where(~within(ranges))
         .dropDuplicates(["topic", "partition", "offset"])
     )
+
+
+def discard_reason(state: QuarantineState) -> str:
+    """The dead-letter reason of the records a ``discard`` release drops."""
+    assert state.release is not None
+    return f"discarded by release {state.release.release_id}: {state.reason}"
 
 
 def replaced_suffix(batch_id: str) -> str:

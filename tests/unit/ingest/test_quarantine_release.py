@@ -211,3 +211,60 @@ def test_a_release_whose_held_records_change_schema_again_fails_and_keeps_them_h
     held = ingest([])
     assert held.tables[ident]["events"] == {"c": 1}
     assert ingest([]).batch_id is None
+
+
+def test_a_discard_release_moves_the_held_records_to_the_dead_letters_and_resumes_the_table(
+    spark: SparkSession, spark_lake_dir: Path, prefix: str, ingest: RunBatch
+) -> None:
+    """Held records that no release can apply (two incompatible changes): discard them, keep the tables going.
+
+    Two tables released together: ``items`` has a new event in the releasing batch, ``parts`` has none.
+    """
+    items, parts = PgTable(prefix=prefix, table="items"), PgTable(prefix=prefix, table="parts")
+    for table in (items, parts):
+        table.create({"id": 1, "name": "a", "qty": 1}, lsn=100)
+    ingest(items.take(), parts.take())
+    held_in: list[str] = []
+    for lsn, name_type, name in ((200, "int64", 5), (300, "string", "c")):  # offset 1 quarantines, 2 is held
+        for table in (items, parts):
+            table.columns = {"id": "int64", "name": name_type, "qty": "int32"}
+            table.create({"id": lsn // 100, "name": name, "qty": 2}, lsn=lsn)
+        held_in.append(ingest(items.take(), parts.take()).batch_id)
+    releases = {}
+    for table in ("items", "parts"):
+        ident = f"lake.{prefix}.inventory.{table}"
+        released = _cli(spark_lake_dir, "quarantine", "release", ident, "--action", "discard", "--note", "unusable")
+        assert released.exit_code == 0, released.output
+        assert "copied to lake.cdc_audit.dead_letters" in released.output
+        (listed,) = _listed(spark_lake_dir, ident)
+        releases[table] = (ident, listed["pending_release"]["release_id"], listed["reason"])
+
+    # one batch: both tables' held records dead-lettered once; items takes its new event (string names, as
+    # the lake has them), parts has no event of its own
+    items.create({"id": 4, "name": "d", "qty": 4}, lsn=400)
+    batch = ingest(items.take())
+    for table, new in (("items", [(4, "d", 4)]), ("parts", [])):
+        ident, release_id, reason = releases[table]
+        topic = f"{prefix}.inventory.{table}"
+        dead = spark.sql(
+            "SELECT topic, `partition`, `offset`, reason, batch_id FROM lake.cdc_audit.dead_letters "
+            f"WHERE topic = '{topic}' ORDER BY `offset`"
+        ).collect()
+        expected = f"discarded by release {release_id}: {reason}"
+        assert [tuple(r) for r in dead] == [(topic, 0, o, expected, batch.batch_id) for o in (1, 2)]
+        detail = "2 held record(s) discarded into lake.cdc_audit.dead_letters"
+        assert _releases(spark, ident)[-1] == ("discard", "applied", batch.batch_id, 2, held_in, detail)
+        assert _listed(spark_lake_dir, ident) == []
+        assert rows(spark, prefix, table=table) == [(1, "a", 1), *new]
+        # the held records are still kept where they were held (nothing is ever deleted)
+        assert spark.sql(f"SELECT count(*) FROM lake.cdc_audit.quarantine WHERE `table` = '{ident}'").first()[0] == 2
+    result = batch.tables[releases["items"][0]]
+    assert (result["quarantined"], result["applied"]) == (None, 1)
+    assert result["released"] == {"action": "discard", "records": 2, "batches": held_in}
+    assert releases["parts"][0] not in batch.tables
+    assert ingest([]).batch_id is None
+
+    # released: later events of both tables are applied as they come
+    parts.create({"id": 5, "name": "e", "qty": 5}, lsn=500)
+    assert ingest(parts.take()).tables[releases["parts"][0]]["applied"] == 1
+    assert rows(spark, prefix, table="parts") == [(1, "a", 1), (5, "e", 5)]

@@ -383,7 +383,7 @@ def _apply_table(
         result.events = _quarantine(spark, source, batch_id, identifier, own, raw, state.reason, redo)
         logger.warning(
             "source %s batch %s: %s is quarantined since batch %s; its events are held until it is released "
-            "(cdclake quarantine release %s --action evolve|recreate)",
+            "(cdclake quarantine release %s --action evolve|recreate|discard)",
             source.name,
             batch_id,
             identifier,
@@ -395,7 +395,10 @@ def _apply_table(
     if state is not None and release is not None and blocked is not None:
         result = TableResult(table=identifier, mode=mode, quarantined=state.reason)
         result.events = _quarantine(spark, source, batch_id, identifier, own, raw, state.reason, redo)
-        detail = f"{blocked}: its held records cannot be replayed in one batch; the table stays quarantined"
+        detail = (
+            f"{blocked}: its held records cannot be replayed in one batch; the table stays quarantined "
+            f"(release it with --action {ReleaseAction.DISCARD.value} to dead-letter them, then re-snapshot it)"
+        )
         logger.error("source %s batch %s: release of %s failed: %s", source.name, batch_id, identifier, detail)
         return result, state.outcome(batch_id, ReleaseStatus.FAILED, detail)
     if release is not None:

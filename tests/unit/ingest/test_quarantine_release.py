@@ -201,6 +201,7 @@ def test_a_release_whose_held_records_change_schema_again_fails_and_keeps_them_h
     detail = f"the held records change schema incompatibly at {topic}/0 offset 2"
     assert _releases(spark, ident)[-1][:2] == ("recreate", "failed")
     assert _releases(spark, ident)[-1][5].startswith(detail)
+    assert "release it with --action discard" in _releases(spark, ident)[-1][5]
     assert rows(spark, prefix) == [(1, "a", 1)]  # not set aside, nothing applied
     (listed,) = _listed(spark_lake_dir, ident)
     assert (listed["pending_release"], listed["last_failed_release"]["status"]) == (None, "failed")

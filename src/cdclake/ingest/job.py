@@ -274,20 +274,20 @@ def run_batch(
             for table_id, frame in sorted(decoded.tables.items(), key=lambda kv: kv[0].name):
                 info = decoded.table_info[table_id]
                 applier = TableApplier(spark, info, source.lake_options(table_id), batch_props)
-                state = quarantined.get(applier.identifier)
                 result, outcome = _apply_table(
                     spark,
                     source,
                     applier,
                     before_cuts(frame, cuts),
                     before_cuts(own[table_id], cuts),
-                    None if applier.identifier in discards else state,
+                    # a discarded table takes its own events as if it had never been quarantined
+                    None if applier.identifier in discards else quarantined.get(applier.identifier),
                     raw,
                     batch_id,
                     redo,
                     blocked.get(applier.identifier),
                 )
-                if state is not None and applier.identifier in discards:
+                if applier.identifier in discards:
                     held, outcome = discards[applier.identifier]
                     result.released = {
                         "action": ReleaseAction.DISCARD.value,

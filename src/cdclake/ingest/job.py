@@ -64,7 +64,7 @@ from cdclake.ingest.transactions import (
 from cdclake.lake.catalog import CATALOG_NAME
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 logger = logging.getLogger(__name__)
 
@@ -540,7 +540,15 @@ def _dead_letters(
     table = _audit_ddl(spark, "dead_letters", DEAD_LETTERS_DDL)
     if _already(spark, table, batch_id, redo):
         return per_tp
-    out = dead.select(
+    out = _dead_letter_rows(source, batch_id, dead, F.col("reason"))
+    out.writeTo(table).option("snapshot-property.cdc.batch-id", batch_id).append()
+    logger.warning("source %s batch %s: %d records dead-lettered into %s", source.name, batch_id, count, table)
+    return per_tp
+
+
+def _dead_letter_rows(source: SourceConfig, batch_id: str, records: DataFrame, reason: Column) -> DataFrame:
+    """Kafka records (``topic, partition, offset, key, value``) as rows of ``cdc_audit.dead_letters``."""
+    return records.select(
         F.lit(source.name).alias("source"),
         F.lit(batch_id).alias("batch_id"),
         "topic",
@@ -548,12 +556,9 @@ def _dead_letters(
         "offset",
         F.col("key").cast("string").alias("key"),
         F.col("value").cast("string").alias("value"),
-        "reason",
+        reason.alias("reason"),
         F.current_timestamp().alias("recorded_at"),
     )
-    out.writeTo(table).option("snapshot-property.cdc.batch-id", batch_id).append()
-    logger.warning("source %s batch %s: %d records dead-lettered into %s", source.name, batch_id, count, table)
-    return per_tp
 
 
 def _discard_held(
@@ -577,17 +582,9 @@ def _discard_held(
     if records is not None and count:
         table = _audit_ddl(spark, "dead_letters", DEAD_LETTERS_DDL)
         if not _already(spark, table, f"{batch_id}:discard:{state.table}", redo):
-            records.select(
-                F.lit(source.name).alias("source"),
-                F.lit(batch_id).alias("batch_id"),
-                "topic",
-                "partition",
-                "offset",
-                "key",
-                "value",
-                F.lit(discard_reason(state)).alias("reason"),
-                F.current_timestamp().alias("recorded_at"),
-            ).writeTo(table).option("snapshot-property.cdc.batch-id", f"{batch_id}:discard:{state.table}").append()
+            _dead_letter_rows(source, batch_id, records, F.lit(discard_reason(state))).writeTo(table).option(
+                "snapshot-property.cdc.batch-id", f"{batch_id}:discard:{state.table}"
+            ).append()
     logger.warning(
         "source %s batch %s: release %s of %s discards %d held records into %s",
         source.name,

@@ -1,7 +1,7 @@
 """Decode Debezium change events (Kafka Connect JsonConverter) from Kafka records into typed Spark DataFrames.
 
 Public API: :func:`decode_records`, :class:`DecodeOptions`, :class:`DecodedBatch`, :class:`TableId`,
-:class:`TableInfo`, the schema sources, and :func:`read_jsonl` for captured fixtures. See docs/decoding.md.
+:class:`TableInfo`, :class:`RecordSampler`, the schema sources, and :func:`read_jsonl` for captured fixtures. See docs/decoding.md.
 """
 
 from __future__ import annotations
@@ -9,7 +9,13 @@ from __future__ import annotations
 from cdclake.decode.batch import DecodedBatch, TableInfo
 from cdclake.decode.options import DecodeOptions, RecordFormat, TableId
 from cdclake.decode.pipeline import decode_records
-from cdclake.decode.records import KAFKA_RECORD_SCHEMA, STRING_RECORD_SCHEMA, read_jsonl, records_from_dicts
+from cdclake.decode.records import (
+    KAFKA_RECORD_SCHEMA,
+    STRING_RECORD_SCHEMA,
+    RecordSampler,
+    read_jsonl,
+    records_from_dicts,
+)
 from cdclake.decode.schema_source import ConnectSchemaSource, NoSchemaSource, SchemaSource, column_schema
 
 __all__ = [
@@ -20,6 +26,7 @@ __all__ = [
     "DecodedBatch",
     "NoSchemaSource",
     "RecordFormat",
+    "RecordSampler",
     "SchemaSource",
     "TableId",
     "TableInfo",

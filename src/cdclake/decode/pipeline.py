@@ -36,7 +36,7 @@ from cdclake.decode.batch import (
 )
 from cdclake.decode.connect import RowPlan, merge_fields, plan_row, plan_type
 from cdclake.decode.options import DecodeOptions, RecordFormat, TableId
-from cdclake.decode.records import normalise_records
+from cdclake.decode.records import RecordSampler, normalise_records
 from cdclake.dialects import Dialect, get_dialect
 from cdclake.exceptions import ConfigError, ConnectSchemaError, UnsupportedDialectError
 
@@ -228,19 +228,24 @@ def _layout_slices(value: Column) -> list[tuple[Column, Column, str]]:
 _SAMPLE_EVERY = 512
 
 
-def _known_schemas(recs: DataFrame) -> dict[str, list[tuple[str, int]]]:
+def _known_schemas(recs: DataFrame, sampler: RecordSampler | None = None) -> dict[str, list[tuple[str, int]]]:
     """Schema texts seen in a sample of the records, per topic: ``(text + delimiter, fingerprint)``.
 
-    The sample is the records whose offset is a multiple of :data:`_SAMPLE_EVERY` (every partition's first
-    record when its range starts at 0), so a large topic is almost surely sampled; a small one may not be,
-    and then costs what it costs (its records are hashed).
+    The sample is ``sampler.spread()``, or else the records whose offset is a multiple of
+    :data:`_SAMPLE_EVERY` (every partition's first record when its range starts at 0), so a large topic is
+    almost surely sampled; a schema version outside the sample costs what it costs (its records are hashed).
     """
     value = F.col("value")
     layout = F.when(F.lit(False), F.lit(None).cast("string"))
     for matches, schema_text, delimiter in _layout_slices(value):
         layout = layout.when(matches, F.concat(schema_text, F.lit(delimiter)))
+    sample = (
+        normalise_records(sampler.spread())
+        if sampler is not None
+        else recs.where(F.col("offset") % F.lit(_SAMPLE_EVERY) == F.lit(0))
+    )
     rows = (
-        recs.where((F.col("offset") % F.lit(_SAMPLE_EVERY) == F.lit(0)) & value.isNotNull())
+        sample.where(value.isNotNull())
         .select("topic", layout.alias("prefix"), F.xxhash64(_schema_text(value)).alias("fingerprint"))
         .where(F.col("prefix").isNotNull())
         .distinct()
@@ -268,17 +273,18 @@ def _fingerprint(value: Column, known: dict[str, list[tuple[str, int]]]) -> Colu
     return expr.otherwise(F.xxhash64(_schema_text(value)))
 
 
-def _discover(recs: DataFrame, options: DecodeOptions) -> dict[str, _Topic]:
+def _discover(recs: DataFrame, options: DecodeOptions, sampler: RecordSampler | None = None) -> dict[str, _Topic]:
     """Per (topic, schema version): counts and the offsets of sample records, then the samples themselves.
 
     Two cheap jobs: a hash aggregation over fixed-width values only (no record text in the aggregation buffers,
-    which would force a sort-based aggregation over every record), then a lookup of the few sample records.
+    which would force a sort-based aggregation over every record), then a lookup of the few sample records
+    (a small read with ``sampler``, else a filter over the records).
     """
     value = F.col("value")
     known: dict[str, list[tuple[str, int]]] = {}
     schema_hash = F.lit(None).cast("long")
     if options.value_schemas_enabled:
-        known = _known_schemas(recs)
+        known = _known_schemas(recs, sampler)
         schema_hash = _fingerprint(value, known)
     json_offset = F.when(value.startswith("{"), F.col("offset"))
     key_offset = F.when(F.col("key").isNotNull() & value.isNotNull(), F.col("offset"))
@@ -312,8 +318,9 @@ def _discover(recs: DataFrame, options: DecodeOptions) -> dict[str, _Topic]:
     if wanted:
         point = F.struct(F.col("topic"), F.col("partition").cast("int"), F.col("offset").cast("long"))
         wanted_lit = [F.struct(F.lit(t), F.lit(p), F.lit(o).cast("long")) for t, p, o in sorted(wanted)]
+        lookup = normalise_records(sampler.at(sorted(wanted))) if sampler is not None else recs
         for sample in (
-            recs.where(point.isin(*wanted_lit)).select("topic", "partition", "offset", "key", "value").collect()
+            lookup.where(point.isin(*wanted_lit)).select("topic", "partition", "offset", "key", "value").collect()
         ):
             samples[(sample["topic"], int(sample["partition"]), int(sample["offset"]))] = sample
 
@@ -715,16 +722,19 @@ def _decode_schema_changes(
 # -- entry point ----------------------------------------------------------------------------------------------------
 
 
-def decode_records(records: DataFrame, *, options: DecodeOptions) -> DecodedBatch:
+def decode_records(records: DataFrame, *, options: DecodeOptions, sampler: RecordSampler | None = None) -> DecodedBatch:
     """Decode a batch of Debezium Kafka records.
 
-    Pure: builds lazy DataFrames over ``records`` (one small discovery job collects per-topic schema samples to
-    the driver). Callers that consume several outputs should ``persist()`` ``records`` first.
+    Pure: builds lazy DataFrames over ``records`` (small discovery jobs collect per-topic schema samples to
+    the driver). Callers that consume several outputs should ``persist()`` ``records`` first, unless reading
+    them again is cheaper (the ingestion job's Kafka reads, see :class:`cdclake.ingest.sources.RecordSource`).
 
     Args:
         records: ``topic, partition, offset, timestamp, key, value, headers`` as Spark's Kafka source gives them
             (``includeHeaders=true``); key/value may be binary or string.
         options: converter settings, topic prefix, schema source, signal tables.
+        sampler: reads sample records of ``records`` without scanning them; without one, discovery filters
+            ``records`` for its samples (two more passes over them).
 
     Returns:
         The decoded tables and side outputs.
@@ -740,7 +750,7 @@ def decode_records(records: DataFrame, *, options: DecodeOptions) -> DecodedBatc
             f"spark.sql.session.timeZone is {zone!r}; decoding needs UTC (build the session with build_spark_session)"
         )
     recs = normalise_records(records)
-    topics = _discover(recs, options)
+    topics = _discover(recs, options, sampler)
     schemas = options.value_schemas_enabled
 
     counts: dict[str, int] = defaultdict(int)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -41,6 +41,20 @@ STRING_RECORD_SCHEMA = T.StructType(
         T.StructField("headers", HEADER_TYPE),
     ]
 )
+
+
+class RecordSampler(Protocol):
+    """Reads a few of a batch's records without scanning the batch (the ingestion job's Kafka source does).
+
+    :func:`cdclake.decode.decode_records` takes one to find the schema versions of a batch in two small reads
+    instead of two passes over every record. Both methods return records in the input contract's schema.
+    """
+
+    def spread(self) -> DataFrame:
+        """Records from every part of the batch: each partition's first and last, and some in between."""
+
+    def at(self, points: Sequence[tuple[str, int, int]]) -> DataFrame:
+        """The batch's records at these ``(topic, partition, offset)`` coordinates."""
 
 
 def normalise_records(records: DataFrame) -> DataFrame:

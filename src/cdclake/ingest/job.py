@@ -214,13 +214,17 @@ def run_batch(
     logger.info("source %s batch %s: %d records in %d partitions", source.name, batch_id, summary.records, len(ranges))
     with timed("read+decode"):
         raw = records.read(spark, ranges) if ranges else spark.createDataFrame([], STRING_RECORD_SCHEMA)
-        # cached as text: every pass (discovery, decoding, transactions, dead letters) reads it without a cast
+        # cached as text (unless the source is cheaper to read again, see RecordSource.cache_records): every
+        # pass (discovery, decoding, transactions, dead letters) reads it without a cast
         raw = normalise_records(raw)
         if replays:
             raw = raw.unionByName(held_records(spark, source.name, replays, ranges))
-        raw = raw.persist()
+        if records.cache_records:
+            raw = raw.persist()
         # each table's rows are decoded once, at the first count, and read from the cache by every later phase
-        decoded = decode_records(raw, options=source.decode_options()).materialise()
+        # discovery samples the source's own ranges; held records (not in them) are found by a pass instead
+        sampler = records.sampler(spark, ranges) if ranges and not replays else None
+        decoded = decode_records(raw, options=source.decode_options(), sampler=sampler).materialise()
         summary.counts = decoded.counts()
         # the batch's own change rows, without released records (those belong to transactions decided earlier)
         own = (

@@ -19,9 +19,18 @@ from cdclake.ingest.plan import OffsetRange, TopicPartition
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from cdclake.decode.records import RecordSampler
+
+#: Records :class:`KafkaSampler` spreads over each partition's range besides its first and last.
+SAMPLES_BETWEEN = 2
+
 
 class RecordSource(abc.ABC):
     """A bounded, re-readable source of Kafka records."""
+
+    #: Whether the job caches the records it reads for the batch's several passes over them (discovery,
+    #: decoding, transactions, schema changes). False where reading them again is cheaper than caching.
+    cache_records: bool = True
 
     @abc.abstractmethod
     def watermarks(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
@@ -30,6 +39,10 @@ class RecordSource(abc.ABC):
     @abc.abstractmethod
     def read(self, spark: SparkSession, ranges: Sequence[OffsetRange]) -> DataFrame:
         """Exactly the records of ``ranges``."""
+
+    def sampler(self, spark: SparkSession, ranges: Sequence[OffsetRange]) -> RecordSampler | None:
+        """A sampler of ``ranges`` for the decoder's discovery, where sampling is cheaper than a pass (else None)."""
+        return None
 
 
 def source_topic_patterns(topic_prefix: str) -> list[str]:
@@ -44,7 +57,16 @@ def source_topic_patterns(topic_prefix: str) -> list[str]:
 
 
 class KafkaRecordSource(RecordSource):
-    """Records from the broker, read with Spark's Kafka source over explicit offset ranges."""
+    """Records from the broker, read with Spark's Kafka source over explicit offset ranges.
+
+    The records are not cached by the job (:attr:`cache_records`): on 2 cores, filling a cache with a backlog
+    of schema-carrying envelopes (a few GB) costs more than reading the compressed batches from the broker
+    again for each pass (docs/benchmarks.md). Each topic is a separate read whose ``topic`` column is a
+    constant, so a pass over one topic (transactions, schema changes, a quarantined table's records) reads
+    that topic only: the optimizer folds ``topic = '<other>'`` to false and drops the other reads.
+    """
+
+    cache_records = False
 
     def __init__(self, bootstrap: str, patterns: Iterable[str], kafka_options: dict[str, str] | None = None) -> None:
         self.bootstrap = bootstrap
@@ -82,17 +104,31 @@ class KafkaRecordSource(RecordSource):
             consumer.close()
 
     def read(self, spark: SparkSession, ranges: Sequence[OffsetRange]) -> DataFrame:
-        assign: dict[str, list[int]] = {}
-        start: dict[str, dict[str, int]] = {}
-        end: dict[str, dict[str, int]] = {}
+        from functools import reduce
+
+        from pyspark.sql import functions as F
+
+        by_topic: dict[str, list[OffsetRange]] = {}
         for r in ranges:
-            assign.setdefault(r.topic, []).append(r.partition)
-            start.setdefault(r.topic, {})[str(r.partition)] = r.start
-            end.setdefault(r.topic, {})[str(r.partition)] = r.end
+            by_topic.setdefault(r.topic, []).append(r)
+        if not by_topic:
+            raise RecordSourceError("KafkaRecordSource.read needs at least one offset range")
+        frames = [
+            self._read_topic(spark, topic, topic_ranges).withColumn("topic", F.lit(topic))
+            for topic, topic_ranges in sorted(by_topic.items())
+        ]
+        return reduce(lambda a, b: a.unionByName(b), frames)
+
+    def sampler(self, spark: SparkSession, ranges: Sequence[OffsetRange]) -> RecordSampler:
+        return KafkaSampler(self, spark, ranges)
+
+    def _read_topic(self, spark: SparkSession, topic: str, ranges: Sequence[OffsetRange]) -> DataFrame:
+        start = {topic: {str(r.partition): r.start for r in ranges}}
+        end = {topic: {str(r.partition): r.end for r in ranges}}
         reader = (
             spark.read.format("kafka")
             .option("kafka.bootstrap.servers", self.bootstrap)
-            .option("assign", json.dumps(assign))
+            .option("assign", json.dumps({topic: sorted(r.partition for r in ranges)}))
             .option("startingOffsets", json.dumps(start))
             .option("endingOffsets", json.dumps(end))
             .option("includeHeaders", "true")
@@ -108,6 +144,49 @@ class KafkaRecordSource(RecordSource):
         for key, value in self.kafka_options.items():
             reader = reader.option(key, value)
         return reader.load()
+
+
+class KafkaSampler:
+    """Single-record Kafka reads within a batch's ranges (:class:`cdclake.decode.RecordSampler`).
+
+    A Kafka read takes one offset range per partition, so the points of one partition are read in rounds:
+    one read per round, each with at most one single-record range per partition.
+    """
+
+    def __init__(self, source: KafkaRecordSource, spark: SparkSession, ranges: Sequence[OffsetRange]) -> None:
+        self.source, self.spark, self.ranges = source, spark, [r for r in ranges if r.count > 0]
+
+    def spread(self) -> DataFrame:
+        points = set()
+        for r in self.ranges:
+            step = max(1, r.count // (SAMPLES_BETWEEN + 1))
+            points |= {(r.topic, r.partition, o) for o in (*range(r.start, r.end, step), r.end - 1)}
+        return self.at(sorted(points))
+
+    def at(self, points: Sequence[tuple[str, int, int]]) -> DataFrame:
+        from functools import reduce
+
+        inside = [
+            (t, p, o)
+            for t, p, o in points
+            if any(r.topic == t and r.partition == p and r.start <= o < r.end for r in self.ranges)
+        ]
+        if len(inside) != len(points):
+            raise RecordSourceError(f"sample points outside the batch's ranges: {sorted(set(points) - set(inside))}")
+        by_partition: dict[tuple[str, int], list[int]] = {}
+        for t, p, o in sorted(set(inside)):
+            by_partition.setdefault((t, p), []).append(o)
+        if not by_partition:
+            return self.source.read(self.spark, self.ranges).limit(0)
+        rounds = max(len(offsets) for offsets in by_partition.values())
+        reads = [
+            self.source.read(
+                self.spark,
+                [OffsetRange(t, p, offs[i], offs[i] + 1) for (t, p), offs in by_partition.items() if i < len(offs)],
+            )
+            for i in range(rounds)
+        ]
+        return reduce(lambda a, b: a.unionByName(b), reads)
 
 
 _REPLAY_SCHEMA = (

@@ -1,0 +1,72 @@
+"""The ingestion job's Kafka source on the local stack's broker: exact ranges, one read per topic."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from cdclake.decode.records import normalise_records
+from cdclake.exceptions import RecordSourceError
+from cdclake.ingest.plan import OffsetRange
+from cdclake.ingest.sources import KafkaRecordSource
+
+pytestmark = [pytest.mark.integration("stack"), pytest.mark.spark]
+
+
+def _kafka_relations(frame) -> int:  # type: ignore[no-untyped-def]
+    return frame._jdf.queryExecution().optimizedPlan().toString().count("KafkaRelation")
+
+
+def test_ranges_are_read_exactly_and_a_topic_filter_reads_only_that_topic(
+    kafka_bootstrap: str, spark: SparkSession
+) -> None:
+    run = uuid.uuid4().hex[:8]
+    topics = [f"it-src-{run}.a", f"it-src-{run}.b"]
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.create_topics([NewTopic(t, num_partitions=2, replication_factor=1) for t in topics]).values():
+        future.result(timeout=30)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True})
+    for topic in topics:
+        for i in range(12):
+            producer.produce(topic, key=f"k{i}".encode(), value=f"{topic}:{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+
+    source = KafkaRecordSource(kafka_bootstrap, [rf"it-src-{run}\..*"])
+    earliest, latest = source.watermarks()
+    assert latest == {(t, p): 6 for t in topics for p in (0, 1)}
+    ranges = [OffsetRange(topics[0], 0, 1, 4), OffsetRange(topics[0], 1, 0, 6), OffsetRange(topics[1], 1, 5, 6)]
+    raw = normalise_records(source.read(spark, ranges))
+    got = sorted((r["topic"], r["partition"], r["offset"], r["value"]) for r in raw.collect())
+    # partition p holds values i with i % 2 == p, in order: offset o of partition p is i = 2 * o + p
+    expected = sorted(
+        (r.topic, r.partition, o, f"{r.topic}:{2 * o + r.partition}") for r in ranges for o in range(r.start, r.end)
+    )
+    assert got == expected
+
+    # the job does not cache Kafka records: every pass over one topic must read that topic only
+    assert source.cache_records is False
+    assert _kafka_relations(raw) == 2
+    only_b = raw.where((F.col("topic") == topics[1]) & F.col("value").isNotNull())
+    assert _kafka_relations(only_b) == 1
+    assert [r["offset"] for r in only_b.collect()] == [5]
+
+    # the decoder's discovery sampler reads single records, never a whole range
+    sampler = source.sampler(spark, ranges)
+    spread = sorted((r["topic"], r["partition"], r["offset"]) for r in sampler.spread().collect())
+    # SAMPLES_BETWEEN = 2: the first record, one every count // 3 records, the last
+    first, second, third = (
+        [(topics[0], 0, o) for o in (1, 2, 3)],
+        [(topics[0], 1, o) for o in (0, 2, 4, 5)],
+        [(topics[1], 1, 5)],
+    )
+    assert spread == first + second + third
+    points = [(topics[0], 1, 0), (topics[0], 1, 4), (topics[0], 0, 2), (topics[1], 1, 5)]
+    at = sampler.at(points)
+    assert sorted((r["topic"], r["partition"], r["offset"]) for r in at.collect()) == sorted(points)
+    with pytest.raises(RecordSourceError, match="outside the batch's ranges"):
+        sampler.at([(topics[0], 0, 0)])

@@ -11,7 +11,10 @@
 3. Peak RSS of the whole process tree (Python driver + JVM), sampled every 0.5 s.
 
 Usage: ``.venv/bin/python benchmarks/bench_ingest.py [--events 1000000] [--merge-batch 100000]
-[--small 100000] [--large 10000000] [--spread-keys] [--skip-e2e] [--skip-merge] [--driver-memory 2g]`` (local stack up for the e2e part).
+[--small 100000] [--large 10000000] [--spread-keys] [--skip-e2e] [--skip-merge] [--driver-memory 2g]
+[--produce-only | --backlog PREFIX]`` (local stack up for the e2e part). The documented e2e figure is
+``--produce-only`` then ``--backlog PREFIX --skip-merge`` in a second process: a batch started right after
+producing shares the 2 cores with the broker still writing the backlog.
 """
 
 from __future__ import annotations
@@ -140,6 +143,15 @@ def main() -> None:
     parser.add_argument("--skip-e2e", action="store_true")
     parser.add_argument("--skip-merge", action="store_true")
     parser.add_argument("--driver-memory", default="2g", help="spark.driver.memory (the JVM heap; local mode)")
+    parser.add_argument(
+        "--produce-only", action="store_true", help="produce the e2e backlog, print its --backlog prefix, stop"
+    )
+    parser.add_argument(
+        "--backlog",
+        metavar="PREFIX",
+        help="run the e2e batch on a backlog produced earlier (--produce-only) instead of producing one now: "
+        "the batch then does not share the machine with the broker still flushing what was just produced",
+    )
     args = parser.parse_args()
 
     from cdclake.decode.records import records_from_dicts
@@ -157,13 +169,16 @@ def main() -> None:
         )
         spark.sparkContext.setLogLevel("ERROR")
         if not args.skip_e2e:
-            prefix = f"bench{uuid.uuid4().hex[:6]}"
+            prefix = args.backlog or f"bench{uuid.uuid4().hex[:6]}"
             bootstrap = StackConfig.from_env().kafka_bootstrap
-            t0 = time.monotonic()
-            produced = produce(
-                bootstrap, workload_chunks(prefix, args.events, max(1, int(args.events * args.distinct)))
-            )
-            print(f"produced {produced:,} records in {time.monotonic() - t0:.1f}s")
+            if not args.backlog:
+                t0 = time.monotonic()
+                produced = produce(
+                    bootstrap, workload_chunks(prefix, args.events, max(1, int(args.events * args.distinct)))
+                )
+                print(f"produced {produced:,} records in {time.monotonic() - t0:.1f}s (--backlog {prefix})")
+                if args.produce_only:
+                    return
             source = SourceConfig(name=prefix, topic_prefix=prefix)
             t0 = time.monotonic()
             summary = run_batch(spark, source, KafkaRecordSource(bootstrap, source_topic_patterns(prefix)))

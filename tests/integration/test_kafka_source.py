@@ -70,3 +70,5 @@ def test_ranges_are_read_exactly_and_a_topic_filter_reads_only_that_topic(
     assert sorted((r["topic"], r["partition"], r["offset"]) for r in at.collect()) == sorted(points)
     with pytest.raises(RecordSourceError, match="outside the batch's ranges"):
         sampler.at([(topics[0], 0, 0)])
+    assert sampler.at([]).count() == 0
+    assert source.sampler(spark, []).spread().count() == 0

@@ -177,7 +177,9 @@ class KafkaSampler:
         for t, p, o in sorted(set(inside)):
             by_partition.setdefault((t, p), []).append(o)
         if not by_partition:
-            return self.source.read(self.spark, self.ranges).limit(0)
+            from cdclake.decode.records import KAFKA_RECORD_SCHEMA
+
+            return self.spark.createDataFrame([], KAFKA_RECORD_SCHEMA)
         rounds = max(len(offsets) for offsets in by_partition.values())
         reads = [
             self.source.read(

@@ -87,18 +87,16 @@ def build_spark_session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     # Under spark-submit (which sets PYSPARK_GATEWAY_PORT) the master given to spark-submit wins.
+    conf = session_conf(lake, extra_conf)
     if master or not os.environ.get("PYSPARK_GATEWAY_PORT"):
         builder = builder.master(master or os.environ.get("CDC_SPARK_MASTER", "local[*]"))
         # the JVM this process launches (under spark-submit, --driver-memory decides); 2 GiB holds a
         # 1M-event batch (docs/benchmarks.md)
         builder = builder.config("spark.driver.memory", os.environ.get("CDC_SPARK_DRIVER_MEMORY", "2g"))
-    conf = session_conf(lake, extra_conf)
-    if (master or not os.environ.get("PYSPARK_GATEWAY_PORT")) and "spark.driver.extraJavaOptions" not in (
-        extra_conf or {}
-    ):
-        # a driver JVM this process launches (in local mode it does all the work): the throughput collector
-        # beats G1 on a batch job (1M-event batch 45 s against 49-61 s on 2 cores, docs/benchmarks.md)
-        conf["spark.driver.extraJavaOptions"] += f" {LOCAL_DRIVER_GC}"
+        if "spark.driver.extraJavaOptions" not in (extra_conf or {}):
+            # in local mode it does all the work: the throughput collector beats G1 on a batch job
+            # (1M-event batch 45 s against 49-61 s on 2 cores, docs/benchmarks.md)
+            conf["spark.driver.extraJavaOptions"] += f" {LOCAL_DRIVER_GC}"
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

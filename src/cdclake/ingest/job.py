@@ -28,7 +28,7 @@ from cdclake.exceptions import SchemaEvolutionError
 from cdclake.ingest.config import SourceConfig
 from cdclake.ingest.faults import checkpoint
 from cdclake.ingest.naming import AUDIT_NAMESPACE, audit_table, table_identifier
-from cdclake.ingest.plan import OffsetRange, TopicPartition, end_offsets, plan_ranges, ranges_to_json
+from cdclake.ingest.plan import OffsetRange, TopicPartition, end_offsets, plan_ranges, ranges_to_json, within
 from cdclake.ingest.quarantine import (
     QUARANTINE,
     QUARANTINE_ADDED_COLUMNS,
@@ -44,7 +44,6 @@ from cdclake.ingest.quarantine import (
     read_states,
     release_hint,
     replaced_suffix,
-    within,
 )
 from cdclake.ingest.schema_audit import audit_rows as schema_audit_rows
 from cdclake.ingest.schema_audit import table_ddls, unexplained

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
 
 #: (topic, partition)
 TopicPartition = tuple[str, int]
@@ -22,6 +26,24 @@ class OffsetRange:
     @property
     def count(self) -> int:
         return max(0, self.end - self.start)
+
+    def holds(self, topic: str, partition: int, offset: int) -> bool:
+        """True when the record at these coordinates is one of this range's."""
+        return topic == self.topic and partition == self.partition and self.start <= offset < self.end
+
+
+def within(
+    ranges: Sequence[OffsetRange], topic: str = "topic", partition: str = "partition", offset: str = "offset"
+) -> Column:
+    """True for records inside ``ranges`` (a Spark column over the named coordinate columns)."""
+    from pyspark.sql import functions as F
+
+    inside = F.lit(False)
+    for r in ranges:
+        inside = inside | (
+            (F.col(topic) == r.topic) & (F.col(partition) == r.partition) & F.col(offset).between(r.start, r.end - 1)
+        )
+    return inside
 
 
 def plan_ranges(

@@ -43,14 +43,14 @@ from typing import TYPE_CHECKING, Any
 
 from cdclake.exceptions import QuarantineReleaseError
 from cdclake.ingest.naming import AUDIT_NAMESPACE, audit_table
-from cdclake.ingest.plan import OffsetRange
+from cdclake.ingest.plan import OffsetRange, within
 from cdclake.ingest.schema import ChangeKind, parse_changes, unresolved_changes
 from cdclake.lake.catalog import CATALOG_NAME
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 logger = logging.getLogger(__name__)
 
@@ -360,20 +360,6 @@ def _release(row: Mapping[str, Any]) -> ReleaseRecord:
         released_batches=tuple(row.get("released_batches") or ()),
         detail=row.get("detail"),
     )
-
-
-def within(
-    ranges: Sequence[OffsetRange], topic: str = "topic", partition: str = "partition", offset: str = "offset"
-) -> Column:
-    """True for records inside ``ranges`` (the batch's own records)."""
-    from pyspark.sql import functions as F
-
-    inside = F.lit(False)
-    for r in ranges:
-        inside = inside | (
-            (F.col(topic) == r.topic) & (F.col(partition) == r.partition) & F.col(offset).between(r.start, r.end - 1)
-        )
-    return inside
 
 
 def held_records(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cdclake.exceptions import ConfigError, RecordSourceError
-from cdclake.ingest.plan import OffsetRange, TopicPartition
+from cdclake.ingest.plan import OffsetRange, TopicPartition, within
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -166,11 +166,7 @@ class KafkaSampler:
     def at(self, points: Sequence[tuple[str, int, int]]) -> DataFrame:
         from functools import reduce
 
-        inside = [
-            (t, p, o)
-            for t, p, o in points
-            if any(r.topic == t and r.partition == p and r.start <= o < r.end for r in self.ranges)
-        ]
+        inside = [point for point in points if any(r.holds(*point) for r in self.ranges)]
         if len(inside) != len(points):
             raise RecordSourceError(f"sample points outside the batch's ranges: {sorted(set(points) - set(inside))}")
         by_partition: dict[tuple[str, int], list[int]] = {}
@@ -221,19 +217,7 @@ class FrameRecordSource(RecordSource):
         return earliest, latest
 
     def read(self, spark: SparkSession, ranges: Sequence[OffsetRange]) -> DataFrame:
-        from functools import reduce
-
-        from pyspark.sql import functions as F
-
-        conditions = [
-            (F.col("topic") == r.topic)
-            & (F.col("partition") == r.partition)
-            & F.col("offset").between(r.start, r.end - 1)
-            for r in ranges
-        ]
-        if not conditions:
-            return self._frame.limit(0)
-        return self._frame.where(reduce(lambda a, b: a | b, conditions))
+        return self._frame.where(within(ranges)) if ranges else self._frame.limit(0)
 
     def infer(self) -> dict[str, object]:
         """Infer topic prefix, connector and converter settings from the records (driver-side sample)."""

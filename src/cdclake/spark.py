@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,6 +45,18 @@ LOG4J2_CONF = Path(__file__).with_name("resources") / "log4j2-spark.properties"
 LOCAL_DRIVER_GC = "-XX:+UseParallelGC"
 
 
+def local_driver_options() -> list[str]:
+    """JVM options of a driver this process launches itself (local mode, where it does all the work).
+
+    The throughput collector, which beats G1 on a batch job (1M-event batch 45 s against 49-61 s on
+    2 cores), and this machine's class-data sharing archive when there is one (:mod:`cdclake.cds`: about
+    5 s less per start). See docs/benchmarks.md.
+    """
+    from cdclake import cds
+
+    return [LOCAL_DRIVER_GC, *cds.driver_options()]
+
+
 def session_conf(lake: LakeConfig, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Return the full Spark configuration for a cdclake session on ``lake`` (pure)."""
     conf = dict(BASE_CONF)
@@ -63,6 +75,7 @@ def build_spark_session(
     lake: LakeConfig | None = None,
     master: str | None = None,
     extra_conf: Mapping[str, str] | None = None,
+    driver_options: Sequence[str] | None = None,
 ) -> SparkSession:
     """Build (or reuse) the SparkSession with the project's jars and the lake's catalog.
 
@@ -73,6 +86,9 @@ def build_spark_session(
             master given to spark-submit wins. Outside spark-submit the driver heap is
             ``$CDC_SPARK_DRIVER_MEMORY`` (default ``2g``).
         extra_conf: further Spark settings, applied last.
+        driver_options: JVM options of a driver this process launches itself, added to the base ones
+            (default: :func:`local_driver_options`); ignored under spark-submit, and when ``extra_conf``
+            sets ``spark.driver.extraJavaOptions``.
 
     Raises:
         NotInstalledError: when the project's jars have not been resolved.
@@ -94,9 +110,8 @@ def build_spark_session(
         # 1M-event batch (docs/benchmarks.md)
         builder = builder.config("spark.driver.memory", os.environ.get("CDC_SPARK_DRIVER_MEMORY", "2g"))
         if "spark.driver.extraJavaOptions" not in (extra_conf or {}):
-            # in local mode it does all the work: the throughput collector beats G1 on a batch job
-            # (1M-event batch 45 s against 49-61 s on 2 cores, docs/benchmarks.md)
-            conf["spark.driver.extraJavaOptions"] += f" {LOCAL_DRIVER_GC}"
+            options = local_driver_options() if driver_options is None else list(driver_options)
+            conf["spark.driver.extraJavaOptions"] = " ".join([conf["spark.driver.extraJavaOptions"], *options])
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from cdclake import cds
 from cdclake.lake import LakeConfig
 from cdclake.orchestration import job_application, run_file
 from cdclake.spark import session_conf, spark_jars
@@ -33,7 +34,8 @@ class CdcSparkJobOperator(SparkSubmitOperator):
     * ``application`` defaults to ``$CDC_HOME/jobs/<job>.py``;
     * ``jars`` defaults to the project's Spark jars (:func:`cdclake.spark.spark_jars`), comma-joined;
     * ``conf`` is :func:`cdclake.spark.session_conf` of ``LakeConfig.from_env()`` (the ``lake``
-      catalog), updated with the ``conf`` given here;
+      catalog), updated with the ``conf`` given here; unless the deploy mode is ``cluster``, the driver
+      maps this machine's class-data sharing archive when there is one (:mod:`cdclake.cds`);
     * with ``summary_json`` (default), ``--summary-json <per-run path>`` is appended to
       ``application_args`` and the parsed summary is returned (XCom): ``{"summary_path", "summary"}``.
       The job writes it on the driver, so this needs client deploy mode (the connection's default).
@@ -66,7 +68,12 @@ class CdcSparkJobOperator(SparkSubmitOperator):
         self.jars = self.jars or ",".join(spark_jars())
         lake = LakeConfig.from_env()
         lake.ensure_dirs()
-        self.conf = {**session_conf(lake), **(self.conf or {})}
+        conf = session_conf(lake)
+        if self._deploy_mode != "cluster":  # the driver runs here: map this machine's archive, if any
+            conf["spark.driver.extraJavaOptions"] = " ".join(
+                [conf["spark.driver.extraJavaOptions"], *cds.driver_options()]
+            )
+        self.conf = {**conf, **(self.conf or {})}
         binary = self._spark_binary or "spark-submit"
         if shutil.which(binary) is None and (Path(sys.executable).parent / binary).is_file():
             # `airflow` started from a venv that is not activated: spark-submit sits beside the interpreter.

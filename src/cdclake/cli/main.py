@@ -11,6 +11,7 @@ from rich.console import Console
 from cdclake import __version__
 from cdclake.cli import lake as lake_cli
 from cdclake.cli import quarantine as quarantine_cli
+from cdclake.cli import spark as spark_cli
 from cdclake.cli import stack as stack_cli
 from cdclake.cli.audit import audit
 from cdclake.cli.capture import capture
@@ -35,6 +36,7 @@ app.command(name="reconcile")(reconcile)
 app.add_typer(lake_cli.app, name="lake")
 app.add_typer(quarantine_cli.app, name="quarantine")
 app.command(name="audit")(audit)
+app.add_typer(spark_cli.app, name="spark")
 err = Console(stderr=True)
 
 

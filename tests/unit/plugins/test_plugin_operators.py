@@ -9,11 +9,13 @@ from unittest import mock
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
+from cdclake import cds
 from cdclake.connect import ConnectorStatus, UpsertResult
 from cdclake.connectors import DatabaseEndpoint, connect_config, load_spec
 from cdclake.exceptions import ConnectError, ConnectorConfigInvalidError, ConnectorFailedError, SnapshotAbortedError
 from cdclake_airflow.operators.debezium_signal import SendDebeziumSignalOperator
 from cdclake_airflow.operators.kafka_connect import KafkaConnectorRestartOperator, KafkaConnectorUpsertOperator
+from cdclake_airflow.operators.spark_job import CdcSparkJobOperator
 from cdclake_airflow.sensors.debezium import SnapshotCompletedSensor
 from cdclake_airflow.sensors.kafka_connect import KafkaConnectorRunningSensor
 from cdclake_airflow.triggers.debezium import SnapshotNotificationTrigger
@@ -179,3 +181,17 @@ def test_snapshot_sensor_execute_complete() -> None:
 def test_snapshot_sensor_needs_a_topic_source() -> None:
     with pytest.raises(ValueError, match="spec or notification_topic"):
         SnapshotCompletedSensor(task_id="w", signal_id="s")
+
+
+def test_the_airflow_operator_maps_the_archive_unless_the_driver_runs_on_the_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CDC_LAKE_DIR", str(tmp_path / "lake"))
+    monkeypatch.setattr(cds, "driver_options", lambda: ["-XX:SharedArchiveFile=/x.jsa"])
+    options = {}
+    for mode in ("client", "cluster"):
+        op = CdcSparkJobOperator(task_id=f"ingest_{mode}", job="ingest", summary_json=False, deploy_mode=mode)
+        op._prepare({})
+        options[mode] = op.conf["spark.driver.extraJavaOptions"]
+    assert options["client"].endswith(" -XX:SharedArchiveFile=/x.jsa")
+    assert "SharedArchiveFile" not in options["cluster"] and "-Duser.timezone=UTC" in options["cluster"]

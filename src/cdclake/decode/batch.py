@@ -42,6 +42,15 @@ class TableInfo:
     schema_versions: int = 1
 
 
+def behind_barrier(condition: Column) -> Column:
+    """``condition`` on a projection that holds a ``_barrier`` column, referencing the barrier.
+
+    The reference keeps the projection (and with it the nondeterministic barrier) below the filter, so the
+    optimizer cannot push the filter under it and compute every conversion twice.
+    """
+    return (F.col("_barrier") >= F.lit(0)) & condition
+
+
 def column(name: str) -> Column:
     """The column called ``name``, whatever characters the name has (dots, backticks)."""
     return F.col("`" + name.replace("`", "``") + "`")
@@ -69,8 +78,7 @@ class StagedTopic:
         return F.col("_reason").isNotNull() | F.col("_invalid")
 
     def _bad(self) -> Column:
-        # referencing the barrier keeps the projection (and with it the barrier) below the split
-        return (F.col("_barrier") >= F.lit(0)) & self.undecodable()
+        return behind_barrier(self.undecodable())
 
     def good(self) -> DataFrame:
         """The change rows."""

@@ -32,6 +32,7 @@ from cdclake.decode.batch import (
     StagedTopic,
     TableInfo,
     assemble,
+    behind_barrier,
     column,
 )
 from cdclake.decode.connect import RowPlan, merge_fields, plan_row, plan_type
@@ -152,7 +153,7 @@ def _barrier() -> Column:
 def _split(parsed: DataFrame, reason: Column) -> tuple[DataFrame, Column]:
     """``parsed`` with ``_reason`` (null when usable) and a barrier; returns it and the usable-row condition."""
     staged = parsed.select("*", reason.alias("_reason"), _barrier())
-    return staged, (F.col("_barrier") >= F.lit(0)) & F.col("_reason").isNull()
+    return staged, behind_barrier(F.col("_reason").isNull())
 
 
 def _dead(frame: DataFrame, reason: Column | str) -> DataFrame:

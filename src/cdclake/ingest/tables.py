@@ -57,7 +57,7 @@ def partition_sql(fld: PartitionField) -> str:
 
 
 @contextmanager
-def session_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
+def temporary_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
     """Set Spark session settings for the block; the earlier values (or their absence) come back after it."""
     saved = {key: spark.conf.get(key, None) for key in conf}
     for key, value in conf.items():
@@ -75,7 +75,7 @@ def session_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
 @contextmanager
 def snapshot_properties(spark: SparkSession, props: dict[str, str]) -> Iterator[None]:
     """Put ``props`` into the summary of every Iceberg commit made inside the block."""
-    with session_conf(spark, {SNAPSHOT_PROPERTY + key: value for key, value in props.items()}):
+    with temporary_conf(spark, {SNAPSHOT_PROPERTY + key: value for key, value in props.items()}):
         yield
 
 
@@ -416,7 +416,7 @@ class TableApplier:
         )
         broadcast = {"spark.sql.autoBroadcastJoinThreshold": str(BROADCAST_SOURCE_MAX_BYTES)}
         try:
-            with snapshot_properties(self.spark, props), session_conf(self.spark, broadcast):
+            with snapshot_properties(self.spark, props), temporary_conf(self.spark, broadcast):
                 self.spark.sql(sql)
         finally:
             rows.unpersist()

@@ -117,7 +117,8 @@ def build_archive(*, rebuild: bool = False, timeout_s: float = 900.0) -> Archive
 
     A driver JVM runs a small Iceberg workload (:func:`_warm_up`) and writes the classes it loaded when it
     exits; a second JVM must then start with ``-Xshare:on`` on it (which fails on an archive it cannot map)
-    before it replaces the old one. Archives of other fingerprints in the folder are removed.
+    before it replaces the old one (each process writes its own partial file, so concurrent builds do not
+    collide). Archives of other fingerprints in the folder are removed.
 
     Raises:
         CdsError: when there is no ``java``, or a JVM fails to write or to map the archive.
@@ -138,8 +139,8 @@ def build_archive(*, rebuild: bool = False, timeout_s: float = 900.0) -> Archive
         os.replace(partial, target)
     finally:
         partial.unlink(missing_ok=True)
-    for other in target.parent.glob(f"{ARCHIVE_PREFIX}*{ARCHIVE_SUFFIX}*"):
-        if other != target and not other.name.endswith(f".{os.getpid()}.partial"):
+    for other in target.parent.glob(f"{ARCHIVE_PREFIX}*{ARCHIVE_SUFFIX}"):  # never another process's partial file
+        if other != target:
             other.unlink(missing_ok=True)
     return ArchiveResult(target, built=True, size=target.stat().st_size, seconds=time.monotonic() - started)
 

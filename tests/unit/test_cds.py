@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -58,6 +59,45 @@ def test_driver_options_map_the_archive_only_when_it_exists_and_is_not_off(
     ]
     monkeypatch.setenv(cds.CDS_ENV, "off")
     assert cds.driver_options() == []
+
+
+def test_build_writes_through_a_partial_file_checks_it_then_replaces_stale_archives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file handling of build_archive; the two driver runs are stubbed here (the real ones: `make install`)."""
+    monkeypatch.setenv("JAVA_HOME", str(_fake_jdk(tmp_path).parent.parent))
+    monkeypatch.setenv("CDC_JVM_DIR", str(tmp_path / "jvm"))
+    steps: list[tuple[str, str]] = []
+
+    def driver(step: str, archive: Path, timeout_s: float) -> None:
+        steps.append((step, archive.name))
+        if step == "dump":
+            archive.write_bytes(b"classes")
+
+    monkeypatch.setattr(cds, "_run_driver", driver)
+    folder = tmp_path / "jvm" / "cds"
+    folder.mkdir(parents=True)
+    stale, busy = folder / "spark-0000000000000000.jsa", folder / "spark-1111111111111111.jsa.999999.partial"
+    stale.write_bytes(b"old jdk")
+    busy.write_bytes(b"another process is writing this")
+    built = cds.build_archive()
+    assert built.built and built.path == cds.archive_path() and built.path.read_bytes() == b"classes"
+    partial = f"{built.path.name}.{os.getpid()}.partial"
+    assert steps == [("dump", partial), ("check", partial)]
+    assert sorted(f.name for f in folder.iterdir()) == sorted([built.path.name, busy.name])
+    assert not cds.build_archive().built and len(steps) == 2  # up to date: no driver runs
+    assert cds.build_archive(rebuild=True).built and len(steps) == 4
+
+    def refused(step: str, archive: Path, timeout_s: float) -> None:
+        if step == "check":
+            raise cds.CdsError("does not map")
+        archive.write_bytes(b"bad")
+
+    monkeypatch.setattr(cds, "_run_driver", refused)
+    with pytest.raises(cds.CdsError, match="does not map"):
+        cds.build_archive(rebuild=True)
+    assert built.path.read_bytes() == b"classes"  # the archive in use is left alone
+    assert not list(folder.glob(f"*.{os.getpid()}.partial"))
 
 
 @pytest.mark.spark

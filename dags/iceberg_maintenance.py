@@ -16,7 +16,9 @@ Per table, the policy is `cdclake.lake.maintenance.policy_for(table lake options
 | expire delete tombstones (`DELETE FROM <table>__cdc_deletes`) | recorded more than the spec's `tombstone_retention_days` ago (default 7; upsert tables) |
 
 An upsert table's tombstone side table gets the same procedures after its expired tombstones are
-deleted. Params override the defaults for one run; `dry_run` only lists orphan files and counts
+deleted. The lake's audit tables (`lake.cdc_audit.*`: ledger, transactions, schema changes, dead letters,
+quarantine; two to four small commits per batch) get them too, without position-delete compaction
+(they are append-only), unless `skip_audit`. Params override the defaults for one run; `dry_run` only lists orphan files and counts
 expired tombstones. A failing table does not stop the others; the task fails at the end when any
 table failed.
 """
@@ -49,6 +51,7 @@ from cdclake_airflow.operators.spark_job import CdcSparkJobOperator
         "orphan_older_than_days": Param(None, type=["null", "number"], minimum=1),
         "rewrite_min_input_files": Param(None, type=["null", "integer"], minimum=1),
         "tombstone_retention_days": Param(None, type=["null", "number"], minimum=0),
+        "skip_audit": Param(False, type="boolean"),
     },
 )
 def iceberg_maintenance() -> None:

@@ -3,13 +3,15 @@
     spark-submit jobs/maintenance.py --spec postgres [--spec mariadb] [--table inventory.orders]
         [--lake DIR] [--dry-run] [--expire-older-than-days N] [--retain-last K]
         [--orphan-older-than-days N] [--rewrite-min-input-files N] [--tombstone-retention-days N]
-        [--summary-json PATH]
+        [--skip-audit] [--summary-json PATH]
 
 Each table of each spec gets :func:`cdclake.lake.maintenance.policy_for` (its lake options plus the
 overrides given here) and the procedures of :func:`maintenance_calls`. An upsert table's tombstone
 side table (``<table>__cdc_deletes``) first loses the tombstones older than the retention
 (:func:`tombstone_calls`), then gets the same procedures. Tables that are not in the lake yet are
-skipped. A failing table does not stop the others; the exit code is 1 when any failed.
+skipped. Then the lake's audit tables (``lake.cdc_audit.*``, shared by every source) get
+:func:`audit_policy` with the same overrides, unless ``--skip-audit`` or ``--table`` is given.
+A failing table does not stop the others; the exit code is 1 when any failed.
 The summary JSON is ``{"tables": {identifier: {procedure: [rows]}}, "skipped": [...], "failed": {identifier: error}}``.
 """
 
@@ -29,6 +31,8 @@ from cdclake.lake import LakeConfig
 from cdclake.lake.maintenance import (
     MaintenanceCall,
     MaintenancePolicy,
+    audit_identifiers,
+    audit_policy,
     maintenance_calls,
     policy_for,
     run_calls,
@@ -54,6 +58,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--orphan-older-than-days", type=float)
     parser.add_argument("--rewrite-min-input-files", type=int)
     parser.add_argument("--tombstone-retention-days", type=float, help="keep delete tombstones this many days")
+    parser.add_argument(
+        "--skip-audit", action="store_true", help="leave the lake's audit tables (lake.cdc_audit.*) alone"
+    )
     parser.add_argument("--summary-json", help="write the summary here")
     return parser.parse_args(argv)
 
@@ -67,6 +74,14 @@ def _table_calls(
     if spark.catalog.tableExists(side):
         out.append((side, [*tombstone_calls(identifier, policy, now), *maintenance_calls(side, policy, now)]))
     return out
+
+
+def _run(spark: SparkSession, name: str, calls: list[MaintenanceCall], summary: dict[str, Any]) -> None:
+    try:
+        summary["tables"][name] = run_calls(spark, calls)
+    except Exception as exc:  # one table's failure must not stop the others
+        logger.error("maintenance of %s failed: %s", name, exc)
+        summary["failed"][name] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,11 +112,11 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 policy = policy_for(spec.table(data_collection).lake, overrides)
                 for name, calls in _table_calls(spark, identifier, policy, now):
-                    try:
-                        summary["tables"][name] = run_calls(spark, calls)
-                    except Exception as exc:  # one table's failure must not stop the others
-                        logger.error("maintenance of %s failed: %s", name, exc)
-                        summary["failed"][name] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                    _run(spark, name, calls, summary)
+        if not (args.skip_audit or args.table):
+            audit = audit_policy(overrides)
+            for name in audit_identifiers(spark):
+                _run(spark, name, maintenance_calls(name, audit, now), summary)
     finally:
         spark.stop()
     if args.summary_json:

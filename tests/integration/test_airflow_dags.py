@@ -160,4 +160,7 @@ def test_cdc_ingest_lands_new_rows_in_the_lake(airflow_env: dict[str, str], stac
 def test_iceberg_maintenance_runs_the_procedures_on_the_lake_tables(airflow_env: dict[str, str]) -> None:
     output = dags_test(airflow_env, "iceberg_maintenance", {"sources": ["postgres"]})
     assert "maintenance expire_snapshots on pg.inventory.customers" in output
+    # the audit tables the ingest batches wrote to (ledger, transactions) get the append-only policy
+    assert "maintenance expire_snapshots on cdc_audit.batches" in output
+    assert "maintenance rewrite_position_delete_files on cdc_audit" not in output
     assert "maintenance done" in output

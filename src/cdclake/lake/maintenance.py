@@ -13,6 +13,11 @@ Order per table (each step optional):
 4. ``remove_orphan_files``: delete files no snapshot references that are older than N days (the
    age guard keeps files of writes still in flight).
 
+The lake's audit tables (``lake.cdc_audit.*``: the batch ledger, transactions, schema changes, dead letters,
+quarantine) take two to four commits per batch, each writing a small file and a snapshot: without
+maintenance, every commit rewrites a longer snapshot list and every read of the ledger opens more files.
+They get :func:`audit_policy` (append-only: no position deletes, no tombstones).
+
 Upsert tables also have a side table of delete tombstones (``<table>__cdc_deletes``, see
 :mod:`cdclake.ingest.naming`): :func:`tombstone_calls` deletes the tombstones recorded (``_cdc_deleted_at``,
 the ingest time of the delete) more than ``tombstone_retention_days`` ago, counting them first; the side
@@ -31,7 +36,7 @@ from cdclake.assets import catalog_identifier
 from cdclake.connectors import LakeMode, LakeOptions
 from cdclake.connectors.spec import TOMBSTONE_RETENTION_DAYS_DEFAULT
 from cdclake.exceptions import ConfigError
-from cdclake.ingest.naming import TOMBSTONE_SUFFIX
+from cdclake.ingest.naming import AUDIT_NAMESPACE, TOMBSTONE_SUFFIX
 from cdclake.lake.catalog import CATALOG_NAME
 
 if TYPE_CHECKING:
@@ -131,6 +136,30 @@ def policy_for(lake: LakeOptions | None = None, overrides: Mapping[str, Any] | N
             f"maintenance policy: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_POLICY_KEYS))}"
         )
     return replace(policy, **given)
+
+
+def audit_policy(overrides: Mapping[str, Any] | None = None) -> MaintenancePolicy:
+    """The policy of the lake's audit tables: append-only (no position deletes, no tombstones), then overrides.
+
+    Expiring their old snapshots is safe for exactly-once: only the redo of the latest, interrupted batch
+    looks for its own audit commits, and those are the newest snapshots (``retain_last`` keeps them).
+
+    Raises:
+        ConfigError: on an unknown key or an invalid value (names the key).
+    """
+    return replace(
+        policy_for(LakeOptions(mode=LakeMode.APPEND), overrides),
+        rewrite_position_deletes=False,
+        expire_tombstones=False,
+    )
+
+
+def audit_identifiers(spark: SparkSession, catalog: str = CATALOG_NAME) -> list[str]:
+    """``<catalog>.cdc_audit.<name>`` of every audit table the lake has (none before its first batch)."""
+    if not spark.catalog.databaseExists(f"{catalog}.{AUDIT_NAMESPACE}"):
+        return []
+    rows = spark.sql(f"SHOW TABLES IN {catalog}.{AUDIT_NAMESPACE}").collect()
+    return sorted(f"{catalog}.{AUDIT_NAMESPACE}.{row['tableName']}" for row in rows)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ from cdclake.exceptions import ConfigError
 from cdclake.lake.maintenance import (
     MaintenanceCall,
     MaintenancePolicy,
+    audit_identifiers,
+    audit_policy,
     maintenance_calls,
     policy_for,
     run_calls,
@@ -225,3 +227,46 @@ def test_tombstones_older_than_the_retention_are_deleted_and_newer_ones_kept(spa
     assert results["count_expired_tombstones"] == [{"expired": 2}]
     kept = sorted((r[0], int(r[1])) for r in spark.sql(f"SELECT id, _cdc_position[0] FROM {side}").collect())
     assert kept == [(3, 300), (4, 400)]
+
+
+def test_audit_tables_are_append_only_and_take_the_overrides() -> None:
+    policy = audit_policy({"retain_last": 2, "expire_older_than_days": None})
+    assert (policy.rewrite_position_deletes, policy.expire_tombstones) == (False, False)
+    assert (policy.retain_last, policy.expire_older_than_days) == (2, MaintenancePolicy().expire_older_than_days)
+    calls = maintenance_calls("lake.cdc_audit.batches", policy, NOW)
+    assert [(c.procedure, c.table) for c in calls] == [
+        ("rewrite_data_files", "cdc_audit.batches"),
+        ("expire_snapshots", "cdc_audit.batches"),
+        ("remove_orphan_files", "cdc_audit.batches"),
+    ]
+    with pytest.raises(ConfigError, match="retain_last"):
+        audit_policy({"retain_last": 0})
+
+
+@pytest.mark.spark
+def test_audit_maintenance_compacts_and_expires_the_ledger_and_it_reads_the_same(spark: SparkSession) -> None:
+    """The batch ledger after many small commits: fewer files and snapshots, the same last batch."""
+    from cdclake.ingest.plan import OffsetRange
+    from cdclake.ingest.state import COMMITTED, PLANNED, BatchLedger, BatchRecord
+
+    ledger = BatchLedger(spark, "mt_audit")
+    ledger.ensure()
+    for seq in range(1, 5):  # two commits per batch, like the job: planned, then committed
+        ranges = [OffsetRange("mt.t", 0, 10 * (seq - 1), 10 * seq)]
+        for status in (PLANNED, COMMITTED):
+            ledger.append(BatchRecord("mt_audit", f"b{seq}", seq, status, ranges, {("mt.t", 0): 10 * seq}))
+    before = ledger.last()
+    table = "lake.cdc_audit.batches"
+    assert table in audit_identifiers(spark)
+    files = spark.sql(f"SELECT count(*) FROM {table}.files").first()[0]
+    assert files >= 8
+    policy = audit_policy({"rewrite_min_input_files": 2, "expire_older_than_days": 0, "retain_last": 1})
+    calls = [c for c in maintenance_calls(table, policy, datetime.now(UTC)) if c.procedure != "remove_orphan_files"]
+    results = run_calls(spark, calls)
+    assert results["rewrite_data_files"][0]["rewritten_data_files_count"] == files
+    assert spark.sql(f"SELECT count(*) FROM {table}.files").first()[0] == 1
+    assert spark.sql(f"SELECT count(*) FROM {table}.snapshots").first()[0] == 1
+    committed, pending = ledger.last()
+    assert pending is None and committed is not None
+    assert (committed.batch_id, committed.seq, committed.next_offsets) == ("b4", 4, {("mt.t", 0): 40})
+    assert (committed.batch_id, committed.next_offsets) == (before[0].batch_id, before[0].next_offsets)

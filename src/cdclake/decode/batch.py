@@ -162,7 +162,7 @@ class DecodedBatch:
         self._persisted.clear()
 
     def counts(self) -> dict[str, int]:
-        """Count every category (runs small Spark jobs).
+        """Count every category in one Spark job (an aggregation over the union of the outputs).
 
         Returns:
             ``data:<table name>:<op>`` per table and op, ``data`` (all change rows), ``tombstones``,
@@ -170,22 +170,34 @@ class DecodedBatch:
             ``watermarks_skipped``, ``transactions``, ``schema_changes``, ``dead_letters``.
         """
         out = dict(self._static_counts)
-        total = 0
-        for table_id, frame in self.tables.items():
-            for row in frame.groupBy("_cdc_op").count().collect():
-                out[f"data:{table_id.name}:{row['_cdc_op']}"] = int(row["count"])
-                total += int(row["count"])
-        out["data"] = total
-        signals = watermarks = 0
-        for frame in self._signal_frames:
-            row = frame.agg(F.count(F.lit(1)).alias("n"), F.sum(F.col("_watermark").cast("long")).alias("w")).collect()[
-                0
-            ]
-            watermarks += int(row["w"] or 0)
-            signals += int(row["n"] or 0) - int(row["w"] or 0)
-        out["signals_skipped"] = signals
-        out["watermarks_skipped"] = watermarks
-        out["transactions"] = self.transactions.count()
-        out["schema_changes"] = self.schema_changes.count()
-        out["dead_letters"] = self.dead_letters.count()
+        categories = [
+            *(
+                f.select(F.concat(F.lit(f"data:{t.name}:"), F.coalesce(F.col("_cdc_op"), F.lit("None"))).alias("c"))
+                for t, f in self.tables.items()
+            ),
+            *(
+                f.select(
+                    F.when(F.col("_watermark"), F.lit("watermarks_skipped"))
+                    .otherwise(F.lit("signals_skipped"))
+                    .alias("c")
+                )
+                for f in self._signal_frames
+            ),
+            *(
+                frame.select(F.lit(name).alias("c"))
+                for name, frame in (
+                    ("transactions", self.transactions),
+                    ("schema_changes", self.schema_changes),
+                    ("dead_letters", self.dead_letters),
+                )
+            ),
+        ]
+        found = {
+            row["c"]: int(row["n"])
+            for row in reduce(DataFrame.union, categories).groupBy("c").agg(F.count(F.lit(1)).alias("n")).collect()
+        }
+        for name in ("signals_skipped", "watermarks_skipped", "transactions", "schema_changes", "dead_letters"):
+            out[name] = found.pop(name, 0)
+        out.update(found)
+        out["data"] = sum(found.values())
         return out

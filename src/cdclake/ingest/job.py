@@ -242,8 +242,10 @@ def run_batch(
         summary.schema_cuts = dict(decoded.schema_cut_reasons)
         for table_name, reason in decoded.schema_cut_reasons.items():
             logger.warning("source %s batch %s table %s: schema cut: %s", source.name, batch_id, table_name, reason)
+        # the counts say which side outputs are empty: no Spark job is run for those below
+        has = {name: summary.counts.get(name, 0) > 0 for name in ("transactions", "schema_changes", "dead_letters")}
         tx_plan = decide(
-            gather(own.values(), decoded.transactions, source.signal_tables),
+            gather(own.values(), decoded.transactions if has["transactions"] else None, source.signal_tables),
             cut_offsets(end_offsets(ranges), schema_cuts),
             now=planned_at,
             max_incomplete_age=timedelta(seconds=source.max_incomplete_age_s),
@@ -311,7 +313,7 @@ def run_batch(
             _append_audit_rows(spark, RELEASES, RELEASES_DDL, [o.row() for o in outcomes], batch_id, redo)
         with timed("dead-letters"):
             dead = before_cuts(decoded.dead_letters, cuts, "topic", "partition", "offset")
-            dead_by_tp = _dead_letters(spark, source, batch_id, dead, redo)
+            dead_by_tp = _dead_letters(spark, source, batch_id, dead, redo) if has["dead_letters"] else {}
             summary.dead_lettered = sum(dead_by_tp.values())
             summary.dead_by_partition = {f"{t}/{p}": n for (t, p), n in sorted(dead_by_tp.items())}
             tables_of = {t: table_identifier(tid) for tid, i in decoded.table_info.items() for t in i.topics}
@@ -320,7 +322,7 @@ def run_batch(
                     summary.tables[tables_of[topic]]["dead_lettered"] += n
             _transactions_audit(spark, tx_plan, source, batch_id, redo)
         with timed("schema-audit"):
-            ddls = table_ddls(decoded.schema_changes)
+            ddls = table_ddls(decoded.schema_changes) if has["schema_changes"] else []
             data_columns = {
                 f"{tid.namespace}.{tid.table}": [f.name for f in decoded.table_info[tid].schema.fields]
                 for tid in decoded.tables

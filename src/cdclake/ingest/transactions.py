@@ -141,13 +141,13 @@ class TxPlan:
 
 
 def gather(
-    data: Iterable[DataFrame], transactions: DataFrame, ignore_collections: Iterable[str] = ()
+    data: Iterable[DataFrame], transactions: DataFrame | None, ignore_collections: Iterable[str] = ()
 ) -> dict[str, TxInfo]:
     """Collect per-transaction facts (small Spark aggregations, collected to the driver).
 
     Args:
         data: decoded change rows of every table.
-        transactions: decoded BEGIN/END events.
+        transactions: decoded BEGIN/END events (None: the batch has none, known from its counts).
         ignore_collections: data collections whose events are not in ``data`` (the signaling table:
             its rows are skipped by the decoder but counted in END events); removed from the END counts.
     """
@@ -195,6 +195,8 @@ def gather(
             tx.add_offset((row["topic"], int(row["partition"])), int(row["first"]), int(row["last"]))
             tx.add_ts(row["ts"], row["last_ts"])
             tx.ids.add(row["id"])
+    if transactions is None:
+        return infos
     meta = transactions.select(
         "topic",
         "partition",

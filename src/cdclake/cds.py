@@ -3,8 +3,8 @@
 A fresh driver JVM loads, verifies and links tens of thousands of classes (Spark, Iceberg, Parquet, the
 SQLite JDBC driver) before its first batch is done. The JDK's dynamic CDS writes the classes one run
 loaded into an archive (``-XX:ArchiveClassesAtExit``) that later JVMs map instead
-(``-XX:SharedArchiveFile``). On 2 cores a `cdclake replay` with nothing to do starts in about 11 s
-instead of 16 s, and a five-batch replay on a fresh lake takes 61 s instead of 72 s (docs/benchmarks.md).
+(``-XX:SharedArchiveFile``). On 2 cores that is about 5 s less for every start: a `cdclake replay` with
+nothing to do took 13.8 s instead of 19.3 s (``benchmarks/bench_start.py``, docs/benchmarks.md).
 
 An archive is only valid for the JVM build and the class path it was written with. Its file name carries
 a fingerprint of both (the java binary and its class image, and the jars of Spark's ``jars/`` directory:

@@ -57,6 +57,12 @@ def local_driver_options() -> list[str]:
     return [LOCAL_DRIVER_GC, *cds.driver_options()]
 
 
+def with_driver_options(conf: Mapping[str, str], options: Sequence[str]) -> dict[str, str]:
+    """``conf`` with ``options`` appended to ``spark.driver.extraJavaOptions`` (pure)."""
+    joined = " ".join([conf.get("spark.driver.extraJavaOptions", ""), *options]).strip()
+    return {**conf, "spark.driver.extraJavaOptions": joined}
+
+
 def session_conf(lake: LakeConfig, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Return the full Spark configuration for a cdclake session on ``lake`` (pure)."""
     conf = dict(BASE_CONF)
@@ -110,8 +116,7 @@ def build_spark_session(
         # 1M-event batch (docs/benchmarks.md)
         builder = builder.config("spark.driver.memory", os.environ.get("CDC_SPARK_DRIVER_MEMORY", "2g"))
         if "spark.driver.extraJavaOptions" not in (extra_conf or {}):
-            options = local_driver_options() if driver_options is None else list(driver_options)
-            conf["spark.driver.extraJavaOptions"] = " ".join([conf["spark.driver.extraJavaOptions"], *options])
+            conf = with_driver_options(conf, local_driver_options() if driver_options is None else driver_options)
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

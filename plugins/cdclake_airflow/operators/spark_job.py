@@ -16,7 +16,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from cdclake import cds
 from cdclake.lake import LakeConfig
 from cdclake.orchestration import job_application, run_file
-from cdclake.spark import session_conf, spark_jars
+from cdclake.spark import session_conf, spark_jars, with_driver_options
 
 RUN_DIR_ENV = "CDC_RUN_DIR"
 
@@ -70,9 +70,7 @@ class CdcSparkJobOperator(SparkSubmitOperator):
         lake.ensure_dirs()
         conf = session_conf(lake)
         if self._deploy_mode != "cluster":  # the driver runs here: map this machine's archive, if any
-            conf["spark.driver.extraJavaOptions"] = " ".join(
-                [conf["spark.driver.extraJavaOptions"], *cds.driver_options()]
-            )
+            conf = with_driver_options(conf, cds.driver_options())
         self.conf = {**conf, **(self.conf or {})}
         binary = self._spark_binary or "spark-submit"
         if shutil.which(binary) is None and (Path(sys.executable).parent / binary).is_file():

@@ -139,7 +139,7 @@ def policy_for(lake: LakeOptions | None = None, overrides: Mapping[str, Any] | N
 
 
 def audit_policy(overrides: Mapping[str, Any] | None = None) -> MaintenancePolicy:
-    """The policy of the lake's audit tables: append-only (no position deletes, no tombstones), then overrides.
+    """The policy of the lake's audit tables: that of an ``append`` table (no position deletes, no tombstones).
 
     Expiring their old snapshots is safe for exactly-once: only the redo of the latest, interrupted batch
     looks for its own audit commits, and those are the newest snapshots (``retain_last`` keeps them).
@@ -147,11 +147,7 @@ def audit_policy(overrides: Mapping[str, Any] | None = None) -> MaintenancePolic
     Raises:
         ConfigError: on an unknown key or an invalid value (names the key).
     """
-    return replace(
-        policy_for(LakeOptions(mode=LakeMode.APPEND), overrides),
-        rewrite_position_deletes=False,
-        expire_tombstones=False,
-    )
+    return policy_for(LakeOptions(mode=LakeMode.APPEND), overrides)
 
 
 def audit_identifiers(spark: SparkSession, catalog: str = CATALOG_NAME) -> list[str]:

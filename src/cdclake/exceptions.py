@@ -106,6 +106,12 @@ class DecodeError(CdcError, ValueError):
     """A Debezium record or Connect schema could not be decoded; records go to dead letters instead."""
 
 
+class UnsampledRecordsError(DecodeError):
+    """A batch decoded from a discovery sample holds records the sample did not show (a topic or a schema
+    version): it must be decoded again with discovery by a pass (``decode_records(..., sample_only=False)``,
+    which :func:`cdclake.decode.decode_counted` does by itself)."""
+
+
 class UnsupportedDialectError(DecodeError, LookupError):
     """No dialect is registered for a ``source.connector`` value; register one in ``cdclake.dialects``."""
 

@@ -1,6 +1,6 @@
 """Decode Debezium change events (Kafka Connect JsonConverter) from Kafka records into typed Spark DataFrames.
 
-Public API: :func:`decode_records`, :class:`DecodeOptions`, :class:`DecodedBatch`, :class:`TableId`,
+Public API: :func:`decode_records`, :func:`decode_counted`, :class:`DecodeOptions`, :class:`DecodedBatch`, :class:`TableId`,
 :class:`TableInfo`, :class:`RecordSampler`, the schema sources, and :func:`read_jsonl` for captured fixtures. See docs/decoding.md.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from cdclake.decode.batch import DecodedBatch, TableInfo
 from cdclake.decode.options import DecodeOptions, RecordFormat, TableId
-from cdclake.decode.pipeline import decode_records
+from cdclake.decode.pipeline import decode_counted, decode_records
 from cdclake.decode.records import (
     KAFKA_RECORD_SCHEMA,
     STRING_RECORD_SCHEMA,
@@ -31,6 +31,7 @@ __all__ = [
     "TableId",
     "TableInfo",
     "column_schema",
+    "decode_counted",
     "decode_records",
     "read_jsonl",
     "records_from_dicts",

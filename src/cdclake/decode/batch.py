@@ -10,6 +10,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.decode.options import TableId
+from cdclake.exceptions import UnsampledRecordsError
 
 if TYPE_CHECKING:
     from pyspark import StorageLevel
@@ -18,6 +19,26 @@ if TYPE_CHECKING:
 #: Columns of a :class:`StagedTopic` frame besides the outputs.
 RAW_COORDINATES = ("_raw_topic", "_raw_partition", "_raw_offset")
 RAW_RECORD = ("_raw_key", "_raw_value")
+
+#: The categories :meth:`DecodedBatch.counts` always reports (besides ``data`` and one per table and op).
+COUNTED = (
+    "tombstones",
+    "heartbeats",
+    "notifications_skipped",
+    "schema_history_skipped",
+    "signals_skipped",
+    "watermarks_skipped",
+    "transactions",
+    "schema_changes",
+    "dead_letters",
+)
+
+#: ``_reason`` of a record with a null value (a Kafka tombstone): counted, neither a change row nor a dead letter.
+TOMBSTONE = "tombstone"
+
+#: Start of the error a decoding pass raises for a record that a discovery from a sample alone did not
+#: foresee (see :class:`cdclake.exceptions.UnsampledRecordsError`).
+UNSAMPLED_MARKER = "cdclake-unsampled-records:"
 
 
 @dataclass(frozen=True)
@@ -51,6 +72,11 @@ def behind_barrier(condition: Column) -> Column:
     return (F.col("_barrier") >= F.lit(0)) & condition
 
 
+def unusable(reason: Column) -> Column:
+    """True when ``reason`` makes a record a dead letter: any reason but :data:`TOMBSTONE`."""
+    return F.coalesce(reason != F.lit(TOMBSTONE), F.lit(False))
+
+
 def column(name: str) -> Column:
     """The column called ``name``, whatever characters the name has (dots, backticks)."""
     return F.col("`" + name.replace("`", "``") + "`")
@@ -75,14 +101,25 @@ class StagedTopic:
     @staticmethod
     def undecodable() -> Column:
         """True for a record of the projection that is a dead letter (unusable envelope or value)."""
-        return F.col("_reason").isNotNull() | F.col("_invalid")
+        return unusable(F.col("_reason")) | F.col("_invalid")
 
     def _bad(self) -> Column:
         return behind_barrier(self.undecodable())
 
     def good(self) -> DataFrame:
         """The change rows."""
-        return self.frame.where(~self._bad()).select(*[column(c) for c in self.outputs])
+        usable = behind_barrier(F.col("_reason").isNull() & ~F.col("_invalid"))
+        return self.frame.where(usable).select(*[column(c) for c in self.outputs])
+
+    def categories(self) -> DataFrame:
+        """Per record, what :meth:`DecodedBatch.counts` counts it as: ``c`` (``data:<table>:<op>``, ...)."""
+        data = F.concat(F.lit(f"data:{self.table_id.name}:"), F.coalesce(F.col("_cdc_op"), F.lit("None")))
+        category = (
+            F.when(F.col("_reason") == F.lit(TOMBSTONE), F.lit("tombstones"))
+            .when(self.undecodable(), F.lit("dead_letters"))
+            .otherwise(data)
+        )
+        return self.frame.select(category.alias("c"))
 
     def dead(self) -> DataFrame:
         """The undecodable records: ``topic, partition, offset, key, value, reason``."""
@@ -122,6 +159,9 @@ class DecodedBatch:
             records and everything after them in the partition are left out of ``tables`` (not dead-lettered):
             the caller must not apply or commit past the cut, so the next batch starts at the new schema.
         schema_cut_reasons: per table name, why its topic was cut (column, old and new type, offset).
+        discovery: ``sample`` when the schema versions were found in the sampler's records alone (the
+            decoding checks that no record contradicts them, see :meth:`counts`), ``pass`` when found by
+            a pass over every record.
     """
 
     tables: dict[TableId, DataFrame]
@@ -129,13 +169,14 @@ class DecodedBatch:
     transactions: DataFrame
     schema_changes: DataFrame
     dead_letters: DataFrame
-    _static_counts: dict[str, int] = field(default_factory=dict)
-    _signal_frames: list[DataFrame] = field(default_factory=list)
+    #: what the records of non-data topics count as: one column ``c`` (see :meth:`counts`)
+    _categories: list[DataFrame] = field(default_factory=list)
     schema_cuts: dict[tuple[str, int], int] = field(default_factory=dict)
     schema_cut_reasons: dict[str, str] = field(default_factory=dict)
     _staged: list[StagedTopic] = field(default_factory=list)
     _other_dead: DataFrame | None = None
     _persisted: list[DataFrame] = field(default_factory=list)
+    discovery: str = "pass"
 
     def materialise(self, level: StorageLevel | None = None) -> DecodedBatch:
         """Cache each data topic's decoding (at its first use) and rebuild ``tables`` and ``dead_letters`` on it.
@@ -162,42 +203,30 @@ class DecodedBatch:
         self._persisted.clear()
 
     def counts(self) -> dict[str, int]:
-        """Count every category in one Spark job (an aggregation over the union of the outputs).
+        """Count every category in one Spark job (an aggregation over the union of the categories).
+
+        Every record of the batch is in exactly one category: the data topics' projections give change rows,
+        tombstones and dead letters; the other topics' frames (built by the decoder) give the rest.
 
         Returns:
             ``data:<table name>:<op>`` per table and op, ``data`` (all change rows), ``tombstones``,
             ``heartbeats``, ``notifications_skipped``, ``schema_history_skipped``, ``signals_skipped``,
             ``watermarks_skipped``, ``transactions``, ``schema_changes``, ``dead_letters``.
+
+        Raises:
+            UnsampledRecordsError: the batch was decoded from a discovery sample that missed some of its
+                records (a topic or a schema version); decode it with ``sample_only=False``.
         """
-        out = dict(self._static_counts)
-        categories = [
-            *(
-                f.select(F.concat(F.lit(f"data:{t.name}:"), F.coalesce(F.col("_cdc_op"), F.lit("None"))).alias("c"))
-                for t, f in self.tables.items()
-            ),
-            *(
-                f.select(
-                    F.when(F.col("_watermark"), F.lit("watermarks_skipped"))
-                    .otherwise(F.lit("signals_skipped"))
-                    .alias("c")
-                )
-                for f in self._signal_frames
-            ),
-            *(
-                frame.select(F.lit(name).alias("c"))
-                for name, frame in (
-                    ("transactions", self.transactions),
-                    ("schema_changes", self.schema_changes),
-                    ("dead_letters", self.dead_letters),
-                )
-            ),
-        ]
-        found = {
-            row["c"]: int(row["n"])
-            for row in reduce(DataFrame.union, categories).groupBy("c").agg(F.count(F.lit(1)).alias("n")).collect()
-        }
-        for name in ("signals_skipped", "watermarks_skipped", "transactions", "schema_changes", "dead_letters"):
-            out[name] = found.pop(name, 0)
+        frames = [*(s.categories() for s in self._staged), *self._categories]
+        try:
+            rows = reduce(DataFrame.union, frames).groupBy("c").agg(F.count(F.lit(1)).alias("n")).collect()
+        except Exception as exc:  # a Spark error, converted by PySpark (or not, on older builds)
+            if UNSAMPLED_MARKER not in str(exc):
+                raise
+            message = str(exc).split(UNSAMPLED_MARKER, 1)[1].split("SQLSTATE", 1)[0].strip()
+            raise UnsampledRecordsError(message) from None
+        found = {row["c"]: int(row["n"]) for row in rows}
+        out = {name: found.pop(name, 0) for name in COUNTED}
         out.update(found)
         out["data"] = sum(found.values())
         return out

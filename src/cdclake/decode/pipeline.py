@@ -5,7 +5,9 @@ Plan (one small driver-side discovery job, then lazy DataFrames):
 1. Normalise the input to string key/value (:func:`cdclake.decode.records.normalise_records`).
 2. Discovery: group by (topic, hash of the embedded Connect schema) and collect counts plus sample records to the
    driver. Samples classify each topic (data / transaction / schema change / heartbeat) and give the table
-   identity, the connector and the Connect schemas (merged by column name across versions).
+   identity, the connector and the Connect schemas (merged by column name across versions). With
+   ``sample_only``, a conclusive sample replaces the aggregation and the decoding pass checks it
+   (:func:`_discover_sample`, :func:`decode_counted`).
 3. Per data topic: one ``from_json`` with a Spark schema derived from the merged Connect schema, then native
    conversions of logical types; rows that fail go to ``dead_letters`` with a reason.
 """
@@ -17,6 +19,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column
@@ -28,20 +31,24 @@ from cdclake.debezium.models import Operation
 from cdclake.decode.batch import (
     RAW_COORDINATES,
     RAW_RECORD,
+    TOMBSTONE,
+    UNSAMPLED_MARKER,
     DecodedBatch,
     StagedTopic,
     TableInfo,
     assemble,
     behind_barrier,
     column,
+    unusable,
 )
 from cdclake.decode.connect import RowPlan, merge_fields, plan_row, plan_type
 from cdclake.decode.options import DecodeOptions, RecordFormat, TableId
 from cdclake.decode.records import RecordSampler, normalise_records
 from cdclake.dialects import Dialect, get_dialect
-from cdclake.exceptions import ConfigError, ConnectSchemaError, UnsupportedDialectError
+from cdclake.exceptions import ConfigError, ConnectSchemaError, UnsampledRecordsError, UnsupportedDialectError
 
 if TYPE_CHECKING:
+    from pyspark import StorageLevel
     from pyspark.sql import DataFrame
 
 logger = logging.getLogger(__name__)
@@ -150,10 +157,21 @@ def _barrier() -> Column:
     return F.spark_partition_id().alias("_barrier")
 
 
-def _split(parsed: DataFrame, reason: Column) -> tuple[DataFrame, Column]:
-    """``parsed`` with ``_reason`` (null when usable) and a barrier; returns it and the usable-row condition."""
+def _split(parsed: DataFrame, reason: Column) -> tuple[DataFrame, Column, Column]:
+    """``parsed`` with ``_reason`` (null when usable) and a barrier; returns it and the usable-row and
+    dead-letter conditions (a :data:`TOMBSTONE` is neither)."""
     staged = parsed.select("*", reason.alias("_reason"), _barrier())
-    return staged, behind_barrier(F.col("_reason").isNull())
+    return staged, behind_barrier(F.col("_reason").isNull()), behind_barrier(unusable(F.col("_reason")))
+
+
+def _categorised(staged: DataFrame, usable: str) -> DataFrame:
+    """What :meth:`DecodedBatch.counts` counts each record of a :func:`_split` frame as."""
+    return staged.select(
+        F.when(F.col("_reason").isNull(), F.lit(usable))
+        .when(F.col("_reason") == F.lit(TOMBSTONE), F.lit("tombstones"))
+        .otherwise(F.lit("dead_letters"))
+        .alias("c")
+    )
 
 
 def _dead(frame: DataFrame, reason: Column | str) -> DataFrame:
@@ -325,18 +343,12 @@ def _discover(recs: DataFrame, options: DecodeOptions, sampler: RecordSampler | 
         ):
             samples[(sample["topic"], int(sample["partition"]), int(sample["offset"]))] = sample
 
-    def parsed(text: str | None) -> Any:
-        try:
-            return json.loads(text) if text else None
-        except ValueError:
-            return None
-
     topics: dict[str, _Topic] = {}
     for row in rows:
         texts = []
         for part, off in ((row["last_partition"], row["last_json"]), (row["first_partition"], row["first_json"])):
             sample = samples.get((row["topic"], int(part), int(off))) if off is not None else None
-            texts.append(parsed(sample["value"]) if sample is not None else None)
+            texts.append(_loads(sample["value"]) if sample is not None else None)
         key_row = (
             samples.get((row["topic"], int(row["key_partition"]), int(row["key_offset"])))
             if row["key_offset"] is not None
@@ -350,7 +362,7 @@ def _discover(recs: DataFrame, options: DecodeOptions, sampler: RecordSampler | 
                 int(row["tombstones"] or 0),
                 int(row["last_offset"] or 0),
                 [t for t in texts if t is not None],
-                parsed(key_row["key"]) if key_row is not None else None,
+                _loads(key_row["key"]) if key_row is not None else None,
                 int(row["group_partition"]),
                 int(row["first_offset"]),
                 row["first_ts"],
@@ -365,6 +377,78 @@ def _discover(recs: DataFrame, options: DecodeOptions, sampler: RecordSampler | 
             first_seen[g.schema_hash] = min(first_seen.get(g.schema_hash, seen), seen)
         topic.groups.sort(key=lambda g: (first_seen[g.schema_hash], g.partition))
     return topics
+
+
+def _discover_sample(sampler: RecordSampler, options: DecodeOptions) -> dict[str, _Topic] | None:
+    """Discovery from the sampler's records alone (one small read, no pass over the batch), or None.
+
+    The sample is conclusive, and the topics are returned, when every topic in it (heartbeat topics aside)
+    shows a record that classifies it and, with schemas on, one schema version in the JsonConverter layout.
+    Otherwise None: the caller discovers by a pass (:func:`_discover`). What a sample cannot show, a topic
+    or a schema version seen in no sampled record, is checked by the decoding itself
+    (:data:`UNSAMPLED_MARKER`, see :meth:`DecodedBatch.counts`). A sampled group's ``records`` and
+    ``tombstones`` count the sample, not the batch.
+    """
+    value = F.col("value")
+    schemas = options.value_schemas_enabled
+    layout = F.when(F.lit(False), F.lit(None).cast("string"))
+    for matches, schema_text, delimiter in _layout_slices(value):
+        layout = layout.when(matches, F.concat(schema_text, F.lit(delimiter)))
+    rows = (
+        normalise_records(sampler.spread())
+        .select(
+            "topic",
+            "partition",
+            "offset",
+            "timestamp",
+            "key",
+            "value",
+            layout.alias("prefix"),
+            F.xxhash64(_schema_text(value)).alias("fingerprint"),
+        )
+        .collect()
+    )
+    by_topic: dict[str, list[Any]] = defaultdict(list)
+    for row in rows:
+        by_topic[row["topic"]].append(row)
+    topics: dict[str, _Topic] = {}
+    for name, topic_rows in sorted(by_topic.items()):
+        values = [r for r in topic_rows if r["value"] is not None]
+        parsed = {id(r): _loads(r["value"]) for r in values}
+        if not name.startswith(f.HEARTBEAT_TOPIC_PREFIX):
+            payloads = [_unwrap(parsed[id(r)], schemas)[0] for r in values]
+            if not any(p is not None and _classify(name, p) for p in payloads):
+                return None  # only tombstones or unclassifiable records in the sample
+            if schemas and (any(r["prefix"] is None for r in values) or len({r["fingerprint"] for r in values}) != 1):
+                return None  # several schema versions (or another layout): their order needs the pass
+        topic = _Topic(name, prefixes=sorted({r["prefix"] for r in values if r["prefix"] is not None}))
+        fingerprint = values[0]["fingerprint"] if schemas and values else None
+        for partition in sorted({r["partition"] for r in topic_rows}):
+            part = sorted((r for r in topic_rows if r["partition"] == partition), key=lambda r: r["offset"])
+            keyed = [r for r in part if r["key"] is not None and r["value"] is not None]
+            topic.groups.append(
+                _Group(
+                    name,
+                    fingerprint,
+                    len(part),
+                    sum(r["value"] is None for r in part),
+                    part[-1]["offset"],
+                    [parsed[id(r)] for r in reversed(part) if r["value"] is not None and parsed[id(r)] is not None],
+                    _loads(keyed[-1]["key"]) if keyed else None,
+                    int(partition),
+                    part[0]["offset"],
+                    part[0]["timestamp"],
+                )
+            )
+        topics[name] = topic
+    return topics or None
+
+
+def _loads(text: str | None) -> Any:
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None
 
 
 def _unwrap(sample: Any, schemas: bool) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
@@ -518,11 +602,16 @@ def _parse(
     return parsed, env
 
 
-def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions) -> StagedTopic:
+def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions, sampled: bool) -> StagedTopic:
+    """The topic's decoding projection (tombstones included, see :class:`StagedTopic`).
+
+    ``sampled``: the schema versions come from a sample alone (:func:`_discover_sample`); with schemas on, a
+    usable envelope that does not start with a sampled schema text fails the pass (:data:`UNSAMPLED_MARKER`).
+    """
     dialect, plan = dt.dialect, dt.plan
-    frame = recs.where((F.col("topic") == F.lit(dt.topic)) & F.col("value").isNotNull())
+    frame = recs.where(F.col("topic") == F.lit(dt.topic))
     if dt.keep_hashes is not None:  # a later schema version changed a column's type: see DecodedBatch.schema_cuts
-        frame = frame.where(F.xxhash64(_schema_text(F.col("value"))).isin(*dt.keep_hashes))
+        frame = frame.where(F.col("value").isNull() | F.xxhash64(_schema_text(F.col("value"))).isin(*dt.keep_hashes))
     parsed, env = _parse(frame, _envelope_wire(dialect, plan), options.value_schemas_enabled, dt.prefixes)
     op, source = env[f.OP], env[f.SOURCE]
     before, after = env[f.BEFORE], env[f.AFTER]
@@ -536,7 +625,8 @@ def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions) 
                 if options.include_before:
                     invalid = invalid | F.coalesce(col_plan.invalid(before[name]), F.lit(False))
     reason = (
-        F.when(F.col("_j." + _CORRUPT).isNotNull(), _corrupt_reason(F.col("_j")))
+        F.when(F.col("value").isNull(), F.lit(TOMBSTONE))
+        .when(F.col("_j." + _CORRUPT).isNotNull(), _corrupt_reason(F.col("_j")))
         .when(env.isNull(), F.lit("missing_payload"))
         .when(op.isNull(), F.lit("missing_op"))
         .when(~op.isin(*_OPS), F.lit("unknown_op"))
@@ -545,6 +635,19 @@ def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions) 
             F.lit("unsupported_connector"),
         )
     )
+    if sampled and options.value_schemas_enabled:
+        sampled_schema = reduce(Column.__or__, [F.col("value").startswith(F.lit(p)) for p in dt.prefixes])
+        reason = reason.when(
+            ~sampled_schema,
+            F.raise_error(
+                F.format_string(
+                    f"{UNSAMPLED_MARKER} a schema version of topic {dt.topic} that the sample did not show "
+                    "(partition %d, offset %d)",
+                    F.col("partition"),
+                    F.col("offset"),
+                )
+            ).cast("string"),
+        )
 
     snapshot = snapshot_expr(source[f.SRC_SNAPSHOT])
     data_cols: list[Column] = []
@@ -635,30 +738,36 @@ def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions) 
 
 
 def _decode_signal_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions) -> DataFrame:
+    """What :meth:`DecodedBatch.counts` counts the records of a signal table's topic as (they are skipped)."""
     path = "$." + (f.PAYLOAD + "." if options.value_schemas_enabled else "") + "after.type"
     kind = F.get_json_object(F.col("value"), path)
-    frame = recs.where((F.col("topic") == F.lit(dt.topic)) & F.col("value").isNotNull())
-    return frame.select(
-        F.coalesce(kind.isin(f.SIGNAL_WINDOW_OPEN, f.SIGNAL_WINDOW_CLOSE), F.lit(False)).alias("_watermark")
+    watermark = F.coalesce(kind.isin(f.SIGNAL_WINDOW_OPEN, f.SIGNAL_WINDOW_CLOSE), F.lit(False))
+    category = (
+        F.when(F.col("value").isNull(), F.lit("tombstones"))
+        .when(watermark, F.lit("watermarks_skipped"))
+        .otherwise(F.lit("signals_skipped"))
     )
+    return recs.where(F.col("topic") == F.lit(dt.topic)).select(category.alias("c"))
 
 
 # -- transactions and schema changes --------------------------------------------------------------------------------
 
 
-def _decode_transactions(recs: DataFrame, topics: list[str], options: DecodeOptions) -> tuple[DataFrame, DataFrame]:
-    frame = (
-        recs.where(F.col("topic").isin(*topics) & F.col("value").isNotNull()) if topics else recs.where(F.lit(False))
-    )
+def _decode_transactions(
+    recs: DataFrame, topics: list[str], options: DecodeOptions
+) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """The transaction events, their dead letters and their categories (:func:`_categorised`)."""
+    frame = recs.where(F.col("topic").isin(*topics)) if topics else recs.where(F.lit(False))
     parsed, env = _parse(frame, TX_EVENT_WIRE, options.value_schemas_enabled)
     status = F.upper(env[f.TX_STATUS])
     reason = (
-        F.when(F.col("_j." + _CORRUPT).isNotNull(), _corrupt_reason(F.col("_j")))
+        F.when(F.col("value").isNull(), F.lit(TOMBSTONE))
+        .when(F.col("_j." + _CORRUPT).isNotNull(), _corrupt_reason(F.col("_j")))
         .when(env.isNull(), F.lit("missing_payload"))
         .when(~F.coalesce(status.isin(f.TX_STATUS_BEGIN, f.TX_STATUS_END), F.lit(False)), F.lit("unknown_tx_status"))
         .when(env[f.TX_ID].isNull(), F.lit("missing_tx_id"))
     )
-    staged, usable = _split(parsed, reason)
+    staged, usable, dead = _split(parsed, reason)
     collections = F.transform(
         env[f.TX_DATA_COLLECTIONS],
         lambda c: F.struct(
@@ -677,18 +786,20 @@ def _decode_transactions(recs: DataFrame, topics: list[str], options: DecodeOpti
         collections.alias("data_collections"),
         F.timestamp_millis(_long(env[f.TS_MS])).alias("ts"),
     )
-    return good, _dead(staged.where(~usable), F.col("_reason"))
+    return good, _dead(staged.where(dead), F.col("_reason")), _categorised(staged, "transactions")
 
 
 def _decode_schema_changes(
     recs: DataFrame, topics: dict[str, Dialect | None], options: DecodeOptions
-) -> tuple[DataFrame, DataFrame]:
+) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """The schema change events, their dead letters and their categories (:func:`_categorised`)."""
     names = list(topics)
-    frame = recs.where(F.col("topic").isin(*names) & F.col("value").isNotNull()) if names else recs.where(F.lit(False))
+    frame = recs.where(F.col("topic").isin(*names)) if names else recs.where(F.lit(False))
     parsed, env = _parse(frame, SCHEMA_CHANGE_WIRE, options.value_schemas_enabled)
     source = env[f.SOURCE]
     reason = (
-        F.when(F.col("_j." + _CORRUPT).isNotNull(), _corrupt_reason(F.col("_j")))
+        F.when(F.col("value").isNull(), F.lit(TOMBSTONE))
+        .when(F.col("_j." + _CORRUPT).isNotNull(), _corrupt_reason(F.col("_j")))
         .when(env.isNull(), F.lit("missing_payload"))
         .when(env[f.SC_DDL].isNull() & env[f.SC_TABLE_CHANGES].isNull(), F.lit("missing_ddl"))
     )
@@ -701,7 +812,7 @@ def _decode_schema_changes(
                 is_topic, position_expr(dialect, source, snapshot_expr(source[f.SRC_SNAPSHOT]))
             ).otherwise(position)
             connector = F.coalesce(connector, F.when(is_topic, F.lit(dialect.name)))
-    staged, usable = _split(parsed, reason)
+    staged, usable, dead = _split(parsed, reason)
     good = staged.where(usable).select(
         F.col("topic"),
         F.col("partition"),
@@ -717,13 +828,19 @@ def _decode_schema_changes(
         F.timestamp_millis(_long(env[f.TS_MS])).alias("ts"),
         position.alias("position"),
     )
-    return good, _dead(staged.where(~usable), F.col("_reason"))
+    return good, _dead(staged.where(dead), F.col("_reason")), _categorised(staged, "schema_changes")
 
 
 # -- entry point ----------------------------------------------------------------------------------------------------
 
 
-def decode_records(records: DataFrame, *, options: DecodeOptions, sampler: RecordSampler | None = None) -> DecodedBatch:
+def decode_records(
+    records: DataFrame,
+    *,
+    options: DecodeOptions,
+    sampler: RecordSampler | None = None,
+    sample_only: bool = False,
+) -> DecodedBatch:
     """Decode a batch of Debezium Kafka records.
 
     Pure: builds lazy DataFrames over ``records`` (small discovery jobs collect per-topic schema samples to
@@ -736,6 +853,10 @@ def decode_records(records: DataFrame, *, options: DecodeOptions, sampler: Recor
         options: converter settings, topic prefix, schema source, signal tables.
         sampler: reads sample records of ``records`` without scanning them; without one, discovery filters
             ``records`` for its samples (two more passes over them).
+        sample_only: with a ``sampler``, trust its sample when it is conclusive (one schema version per topic):
+            no pass over the records before decoding. A record the sample did not foresee then fails the
+            first pass over the outputs with :class:`~cdclake.exceptions.UnsampledRecordsError` (raised by
+            :meth:`DecodedBatch.counts`): use :func:`decode_counted`, which decodes such a batch again.
 
     Returns:
         The decoded tables and side outputs.
@@ -751,31 +872,33 @@ def decode_records(records: DataFrame, *, options: DecodeOptions, sampler: Recor
             f"spark.sql.session.timeZone is {zone!r}; decoding needs UTC (build the session with build_spark_session)"
         )
     recs = normalise_records(records)
-    topics = _discover(recs, options, sampler)
+    topics = _discover_sample(sampler, options) if sample_only and sampler is not None else None
+    sampled = topics is not None
+    if topics is None:
+        topics = _discover(recs, options, sampler)
     schemas = options.value_schemas_enabled
 
-    counts: dict[str, int] = defaultdict(int)
     tx_topics: list[str] = []
     sc_topics: dict[str, Dialect | None] = {}
     data_topics: list[_DataTopic] = []
     dead_frames: list[DataFrame] = []
+    #: what every record of a topic without a decoding of its own counts as (tombstones aside)
+    other: dict[str, str] = {}
     prefixes: set[str] = {options.topic_prefix} if options.topic_prefix else set()
 
     for topic in topics.values():
-        counts["tombstones"] += topic.tombstones
         if topic.name.startswith(f.HEARTBEAT_TOPIC_PREFIX):
-            counts["heartbeats"] += topic.records - topic.tombstones
+            other[topic.name] = "heartbeats"
             prefixes.add(topic.name[len(f.HEARTBEAT_TOPIC_PREFIX) :])
             continue
         unwrapped = [_unwrap(s, schemas) for g in reversed(topic.groups) for s in g.samples]
         kinds = [_classify(topic.name, p) for p, _ in unwrapped if p is not None]
         kind = next((k for k in kinds if k), None)
         if topic.records == topic.tombstones:
+            other[topic.name] = "tombstones"
             continue
         if kind in ("notification", "schema_history"):
-            counts[f"{'notifications' if kind == 'notification' else 'schema_history'}_skipped"] += (
-                topic.records - topic.tombstones
-            )
+            other[topic.name] = "notifications_skipped" if kind == "notification" else "schema_history_skipped"
             continue
         if kind == "transaction":
             tx_topics.append(topic.name)
@@ -789,6 +912,7 @@ def decode_records(records: DataFrame, *, options: DecodeOptions, sampler: Recor
                 sc_topics[topic.name] = None
             continue
         if kind != "data":
+            other[topic.name] = "dead_letters"
             dead_frames.append(
                 _dead(
                     recs.where((F.col("topic") == topic.name) & F.col("value").isNotNull()),
@@ -805,23 +929,24 @@ def decode_records(records: DataFrame, *, options: DecodeOptions, sampler: Recor
                 _NoSchema: "no_schema",
             }[type(exc)]
             logger.warning("topic %s: all records dead-lettered (%s): %s", topic.name, reason, exc)
+            other[topic.name] = "dead_letters"
             dead_frames.append(
                 _dead(recs.where((F.col("topic") == topic.name) & F.col("value").isNotNull()), _corrupt_or(reason))
             )
 
     info: dict[TableId, TableInfo] = {}
-    signal_frames: list[DataFrame] = []
+    categories: list[DataFrame] = []
     schema_cuts: dict[tuple[str, int], int] = {}
     cut_reasons: dict[str, str] = {}
     staged: list[StagedTopic] = []
     for dt in data_topics:
         if dt.signal:
-            signal_frames.append(_decode_signal_topic(recs, dt, options))
+            categories.append(_decode_signal_topic(recs, dt, options))
             continue
         if dt.cuts:
             schema_cuts.update(dt.cuts)
             cut_reasons[dt.table_id.name] = f"{dt.topic}: {dt.cut_reason}"
-        staged_topic = _decode_data_topic(recs, dt, options)
+        staged_topic = _decode_data_topic(recs, dt, options, sampled)
         staged.append(staged_topic)
         if dt.table_id in info:
             old = info[dt.table_id]
@@ -842,20 +967,24 @@ def decode_records(records: DataFrame, *, options: DecodeOptions, sampler: Recor
             dt.table_id, dt.dialect.name, (dt.topic,), dt.key_columns, spark_schema, dt.versions
         )
 
-    transactions, tx_dead = _decode_transactions(recs, tx_topics, options)
-    schema_changes, sc_dead = _decode_schema_changes(recs, sc_topics, options)
+    transactions, tx_dead, tx_categories = _decode_transactions(recs, tx_topics, options)
+    schema_changes, sc_dead, sc_categories = _decode_schema_changes(recs, sc_topics, options)
+    categories += [
+        tx_categories,
+        sc_categories,
+        _other_categories(recs, other, [*tx_topics, *sc_topics, *(dt.topic for dt in data_topics)]),
+    ]
     other_dead = _dead(recs.where(F.lit(False)), F.lit(None).cast("string"))
     for frame in [*dead_frames, tx_dead, sc_dead]:
         other_dead = other_dead.unionByName(frame)
     tables, dead_letters = assemble(staged, other_dead)
-    for name in ("heartbeats", "tombstones", "notifications_skipped", "schema_history_skipped"):
-        counts.setdefault(name, 0)
     logger.info(
-        "decoded batch: %s tables, %s transaction topics, %s schema change topics, prefixes %s",
+        "decoded batch: %s tables, %s transaction topics, %s schema change topics, prefixes %s, discovery %s",
         len(tables),
         len(tx_topics),
         len(sc_topics),
         sorted(prefixes),
+        "by sample" if sampled else "by pass",
     )
     return DecodedBatch(
         tables,
@@ -863,13 +992,63 @@ def decode_records(records: DataFrame, *, options: DecodeOptions, sampler: Recor
         transactions,
         schema_changes,
         dead_letters,
-        dict(counts),
-        signal_frames,
+        categories,
         schema_cuts,
         cut_reasons,
         staged,
         other_dead,
+        discovery="sample" if sampled else "pass",
     )
+
+
+def _other_categories(recs: DataFrame, other: dict[str, str], decoded: list[str]) -> DataFrame:
+    """What the records of every topic not decoded on its own count as (``other``: topic -> category).
+
+    A record of a topic that discovery did not see (possible only when it discovered from a sample) fails
+    the pass with :data:`UNSAMPLED_MARKER`. The filter leaves out the decoded topics, so a source whose reads
+    are per topic (Kafka) reads only the other topics here.
+    """
+    category = F.when(F.col("value").isNull(), F.lit("tombstones"))
+    for topic, name in sorted(other.items()):
+        category = category.when(F.col("topic") == F.lit(topic), F.lit(name))
+    unseen = F.raise_error(
+        F.format_string(
+            f"{UNSAMPLED_MARKER} topic %s, which the sample did not show (partition %d, offset %d)",
+            F.col("topic"),
+            F.col("partition"),
+            F.col("offset"),
+        )
+    ).cast("string")
+    frame = recs.where(~F.col("topic").isin(*decoded)) if decoded else recs
+    return frame.select(category.otherwise(unseen).alias("c"))
+
+
+def decode_counted(
+    records: DataFrame,
+    *,
+    options: DecodeOptions,
+    sampler: RecordSampler | None = None,
+    level: StorageLevel | None = None,
+) -> tuple[DecodedBatch, dict[str, int]]:
+    """Decode, :meth:`~DecodedBatch.materialise` and :meth:`~DecodedBatch.counts` a batch, trusting the sample.
+
+    With a ``sampler`` whose sample is conclusive (``decode_records(..., sample_only=True)``), there is no
+    pass over the records before decoding: the counting pass, which fills the cache, also checks that every
+    record was foreseen. If one was not (a schema version or a topic outside the sample), the batch is decoded
+    again, with discovery by a pass: slower, never wrong.
+
+    Returns:
+        The materialised batch (call :meth:`~DecodedBatch.release` when done) and its counts.
+    """
+    if sampler is not None:
+        batch = decode_records(records, options=options, sampler=sampler, sample_only=True).materialise(level)
+        try:
+            return batch, batch.counts()
+        except UnsampledRecordsError as exc:
+            batch.release()
+            logger.warning("discovery by sample missed records (%s); discovering by a pass over the batch", exc)
+    batch = decode_records(records, options=options, sampler=sampler).materialise(level)
+    return batch, batch.counts()
 
 
 class _NoSchema(Exception):

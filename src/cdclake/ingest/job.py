@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 
 from cdclake.connectors.spec import SchemaPolicy
-from cdclake.decode import STRING_RECORD_SCHEMA, DecodedBatch, TableId, decode_records
+from cdclake.decode import STRING_RECORD_SCHEMA, DecodedBatch, TableId, decode_counted
 from cdclake.decode.records import HEADER_TYPE, normalise_records
 from cdclake.exceptions import SchemaEvolutionError
 from cdclake.ingest.config import SourceConfig
@@ -223,8 +223,7 @@ def run_batch(
         # each table's rows are decoded once, at the first count, and read from the cache by every later phase
         # discovery samples the source's own ranges; held records (not in them) are found by a pass instead
         sampler = records.sampler(spark, ranges) if ranges and not replays else None
-        decoded = decode_records(raw, options=source.decode_options(), sampler=sampler).materialise()
-        summary.counts = decoded.counts()
+        decoded, summary.counts = decode_counted(raw, options=source.decode_options(), sampler=sampler)
         # the batch's own change rows, without released records (those belong to transactions decided earlier)
         own = (
             {

@@ -12,6 +12,10 @@ Two inputs, both sides always over the same one:
 
 Two decoder settings: ``before+after`` (the library's default, ``_cdc_before`` decoded too) and ``after`` (the
 ingestion job's setting, ``include_before=False``).
+
+Discovery (``--discovery``): ``sample`` (default, the ingestion job's: the records sampled at the job's points by
+a filter, ``FrameSampler``, and trusted since they show one schema version; the decoding pass checks every
+record against it) or ``pass`` (the library's default without a sampler: three passes over the records).
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from cdclake.decode import ConnectSchemaSource, DecodeOptions, decode_records
 from cdclake.decode.connect import plan_row
 from cdclake.decode.pipeline import SOURCE_WIRE
 from cdclake.decode.reference import encode_unscaled
+from cdclake.ingest.plan import OffsetRange
+from cdclake.ingest.sources import FrameSampler
 from cdclake.lake import LakeConfig
 from cdclake.spark import build_spark_session
 
@@ -97,6 +103,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=2, help="runs per figure; the best is reported (default 2)")
+    parser.add_argument(
+        "--discovery", choices=("sample", "pass"), default="sample", help="how the decoder finds the schema versions"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         spark = build_spark_session("bench-decode", lake=LakeConfig.embedded(Path(tmp) / "lake"))
@@ -112,7 +121,7 @@ def main() -> None:
                  T.StructField("ts_ms", T.StringType())]
             )  # fmt: skip
             wire = T.StructType([T.StructField("payload", env)]) if schemas else env
-            print(f"schemas.enable={str(schemas).lower()}  records={args.records:,}")
+            print(f"schemas.enable={str(schemas).lower()}  records={args.records:,}  discovery={args.discovery}")
             cached = records.persist()
             cached.count()
             for label, frame in (("parquet", records), ("cached", cached)):
@@ -133,7 +142,13 @@ def main() -> None:
                     )
 
                     def decode(frame=frame, options=options):  # type: ignore[no-untyped-def]
-                        (table,) = decode_records(frame, options=options).tables.values()
+                        if args.discovery == "pass":
+                            batch = decode_records(frame, options=options)
+                        else:
+                            sampler = FrameSampler(frame, [OffsetRange(TOPIC, 0, 0, args.records)])
+                            batch = decode_records(frame, options=options, sampler=sampler, sample_only=True)
+                            assert batch.discovery == "sample"
+                        (table,) = batch.tables.values()
                         return table
 
                     setting = "before+after" if before else "after"

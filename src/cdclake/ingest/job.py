@@ -47,7 +47,7 @@ from cdclake.ingest.quarantine import (
 )
 from cdclake.ingest.schema_audit import audit_rows as schema_audit_rows
 from cdclake.ingest.schema_audit import table_ddls, unexplained
-from cdclake.ingest.sources import RecordSource
+from cdclake.ingest.sources import FrameSampler, RecordSource
 from cdclake.ingest.state import COMMITTED, PLANNED, BatchLedger, BatchRecord, add_missing_columns
 from cdclake.ingest.tables import TableApplier, TableResult
 from cdclake.ingest.transactions import (
@@ -101,6 +101,8 @@ class BatchSummary:
     held_everything: bool = False
     schema_problems: list[str] = field(default_factory=list)
     schema_cuts: dict[str, str] = field(default_factory=dict)
+    #: how the decoder found the batch's schema versions: ``sample`` or ``pass`` (see docs/decoding.md)
+    discovery: str | None = None
 
     @property
     def changed_tables(self) -> list[str]:
@@ -129,6 +131,7 @@ class BatchSummary:
             "phases_s": {k: round(v, 3) for k, v in self.phases.items()},
             "transactions": self.transactions,
             "schema_cuts": self.schema_cuts,
+            "discovery": self.discovery,
             "reconciliation": {"ok": not problems, "problems": problems},
         }
 
@@ -223,7 +226,10 @@ def run_batch(
         # each table's rows are decoded once, at the first count, and read from the cache by every later phase
         # discovery samples the source's own ranges; held records (not in them) are found by a pass instead
         sampler = records.sampler(spark, ranges) if ranges and not replays else None
+        if sampler is None and ranges and not replays and records.cache_records:
+            sampler = FrameSampler(raw, ranges)  # one filter over the cached records
         decoded, summary.counts = decode_counted(raw, options=source.decode_options(), sampler=sampler)
+        summary.discovery = decoded.discovery
         # the batch's own change rows, without released records (those belong to transactions decided earlier)
         own = (
             {

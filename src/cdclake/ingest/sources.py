@@ -157,11 +157,7 @@ class KafkaSampler:
         self.source, self.spark, self.ranges = source, spark, [r for r in ranges if r.count > 0]
 
     def spread(self) -> DataFrame:
-        points = set()
-        for r in self.ranges:
-            step = max(1, r.count // (SAMPLES_BETWEEN + 1))
-            points |= {(r.topic, r.partition, o) for o in (*range(r.start, r.end, step), r.end - 1)}
-        return self.at(sorted(points))
+        return self.at(spread_points(self.ranges))
 
     def at(self, points: Sequence[tuple[str, int, int]]) -> DataFrame:
         from functools import reduce
@@ -185,6 +181,39 @@ class KafkaSampler:
             for i in range(rounds)
         ]
         return reduce(lambda a, b: a.unionByName(b), reads)
+
+
+class FrameSampler:
+    """Samples records already in a DataFrame (the job's cached replay records) at the Kafka sampler's points.
+
+    One filter over the frame gives every sample (:class:`cdclake.decode.RecordSampler`); discovery by
+    passes makes three. Records missing at a point (a gap in the offsets) are simply not in the sample.
+    """
+
+    def __init__(self, frame: DataFrame, ranges: Sequence[OffsetRange]) -> None:
+        self.frame, self.ranges = frame, [r for r in ranges if r.count > 0]
+
+    def spread(self) -> DataFrame:
+        return self.at(spread_points(self.ranges))
+
+    def at(self, points: Sequence[tuple[str, int, int]]) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        if not points:
+            return self.frame.limit(0)
+        point = F.struct(F.col("topic"), F.col("partition").cast("int"), F.col("offset").cast("long"))
+        wanted = [F.struct(F.lit(t), F.lit(p), F.lit(o).cast("long")) for t, p, o in sorted(set(points))]
+        return self.frame.where(point.isin(*wanted))
+
+
+def spread_points(ranges: Sequence[OffsetRange]) -> list[tuple[str, int, int]]:
+    """Each range's first and last offset and :data:`SAMPLES_BETWEEN` evenly spaced in between."""
+    points: set[tuple[str, int, int]] = set()
+    for r in ranges:
+        if r.count > 0:
+            step = max(1, r.count // (SAMPLES_BETWEEN + 1))
+            points |= {(r.topic, r.partition, o) for o in (*range(r.start, r.end, step), r.end - 1)}
+    return sorted(points)
 
 
 _REPLAY_SCHEMA = (

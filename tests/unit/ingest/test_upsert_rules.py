@@ -28,6 +28,8 @@ def test_insert_update_delete_reinsert_in_one_batch(
     assert result["events"] == {"c": 3, "u": 1, "d": 2}
     assert result["applied"] == 2  # latest per key: id 1 -> c@130, id 2 -> d@150
     assert summary.counts["tombstones"] == 2
+    # one schema version, sampled at the range's points from the cached records: no discovery pass
+    assert summary.discovery == "sample"
 
 
 def test_across_batches_and_a_late_older_event_does_not_resurrect_a_delete(

@@ -636,7 +636,7 @@ def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions, 
         )
     )
     if sampled and options.value_schemas_enabled:
-        sampled_schema = reduce(Column.__or__, [F.col("value").startswith(F.lit(p)) for p in dt.prefixes])
+        sampled_schema = reduce(Column.__or__, [F.col("value").startswith(F.lit(p)) for p in dt.prefixes], F.lit(False))
         reason = reason.when(
             ~sampled_schema,
             F.raise_error(

@@ -243,6 +243,15 @@ def _layout_slices(value: Column) -> list[tuple[Column, Column, str]]:
     return out
 
 
+def _schema_prefix(value: Column) -> Column:
+    """The record's schema text and the delimiter after it (what :func:`_without_schema` cuts off), or null
+    for a record in no layout of :data:`_SCHEMA_LAYOUTS`."""
+    prefix = F.when(F.lit(False), F.lit(None).cast("string"))
+    for matches, schema_text, delimiter in _layout_slices(value):
+        prefix = prefix.when(matches, F.concat(schema_text, F.lit(delimiter)))
+    return prefix
+
+
 #: Discovery samples records whose offset is a multiple of this (see :func:`_known_schemas`).
 _SAMPLE_EVERY = 512
 
@@ -255,9 +264,7 @@ def _known_schemas(recs: DataFrame, sampler: RecordSampler | None = None) -> dic
     almost surely sampled; a schema version outside the sample costs what it costs (its records are hashed).
     """
     value = F.col("value")
-    layout = F.when(F.lit(False), F.lit(None).cast("string"))
-    for matches, schema_text, delimiter in _layout_slices(value):
-        layout = layout.when(matches, F.concat(schema_text, F.lit(delimiter)))
+    layout = _schema_prefix(value)
     sample = (
         normalise_records(sampler.spread())
         if sampler is not None
@@ -391,9 +398,7 @@ def _discover_sample(sampler: RecordSampler, options: DecodeOptions) -> dict[str
     """
     value = F.col("value")
     schemas = options.value_schemas_enabled
-    layout = F.when(F.lit(False), F.lit(None).cast("string"))
-    for matches, schema_text, delimiter in _layout_slices(value):
-        layout = layout.when(matches, F.concat(schema_text, F.lit(delimiter)))
+    layout = _schema_prefix(value)
     rows = (
         normalise_records(sampler.spread())
         .select(

@@ -225,9 +225,10 @@ def run_batch(
             raw = raw.persist()
         # each table's rows are decoded once, at the first count, and read from the cache by every later phase
         # discovery samples the source's own ranges; held records (not in them) are found by a pass instead
-        sampler = records.sampler(spark, ranges) if ranges and not replays else None
-        if sampler is None and ranges and not replays and records.cache_records:
-            sampler = FrameSampler(raw, ranges)  # one filter over the cached records
+        sampler = None
+        if ranges and not replays:
+            # the source's own sampler (Kafka: single-record reads), else one filter over the cached records
+            sampler = records.sampler(spark, ranges) or (FrameSampler(raw, ranges) if records.cache_records else None)
         decoded, summary.counts = decode_counted(raw, options=source.decode_options(), sampler=sampler)
         summary.discovery = decoded.discovery
         # the batch's own change rows, without released records (those belong to transactions decided earlier)

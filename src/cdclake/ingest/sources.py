@@ -41,7 +41,8 @@ class RecordSource(abc.ABC):
         """Exactly the records of ``ranges``."""
 
     def sampler(self, spark: SparkSession, ranges: Sequence[OffsetRange]) -> RecordSampler | None:
-        """A sampler of ``ranges`` for the decoder's discovery, where sampling is cheaper than a pass (else None)."""
+        """A sampler of ``ranges`` for the decoder's discovery that reads the source itself, where that is
+        cheaper than a pass; None otherwise (the job then samples its cached records, :class:`FrameSampler`)."""
         return None
 
 

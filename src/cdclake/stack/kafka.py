@@ -45,6 +45,20 @@ def jvm_command(service: Service, main_class: str, heap: str, *args: str) -> lis
     ]
 
 
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding (22 characters).
+
+    Like Kafka's own ``Uuid.randomUuid``, never one that starts with ``-`` (one id in 64 would), which
+    command-line parsers take for an option.
+    """
+    import base64
+
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 class KafkaService(Service):
     name = "kafka"
 
@@ -100,17 +114,14 @@ class KafkaService(Service):
             return
         cluster_id_file = self.home / "cluster.id"
         if not cluster_id_file.exists():
-            # KRaft cluster ids are 16 random bytes in URL-safe base64 without padding (22 chars).
-            import base64
-
-            cluster_id_file.write_text(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))
+            cluster_id_file.write_text(new_cluster_id())
         cmd = jvm_command(
             self,
             "kafka.tools.StorageTool",
             "256m",
             "format",
-            "-t",
-            cluster_id_file.read_text().strip(),
+            # one argument: an id that starts with "-" would otherwise be read as an option
+            f"--cluster-id={cluster_id_file.read_text().strip()}",
             "-c",
             str(self.properties_file),
             "--ignore-formatted",

@@ -30,11 +30,14 @@ $(VENV)/.synced: requirements.lock pyproject.toml | $(VENV)/bin/python $(UV)
 
 venv: $(VENV)/.synced  ## Python virtualenv from requirements.lock (+ cdclake, editable)
 
-.cache/jvm/.resolved: jvm/pom.xml jvm/kafka/pom.xml jvm/connect-plugins/pom.xml jvm/spark/pom.xml jvm/settings.xml
+DECODER_SOURCES := $(shell find jvm/decoder/src -name '*.java')
+
+.cache/jvm/.resolved: jvm/pom.xml jvm/kafka/pom.xml jvm/connect-plugins/pom.xml jvm/spark/pom.xml jvm/settings.xml \
+		jvm/decoder/pom.xml $(DECODER_SOURCES)
 	$(MVN) $(MVN_FLAGS) -f jvm/pom.xml package
 	touch $@
 
-jars: .cache/jvm/.resolved  ## JVM dependencies from Maven Central into .cache/jvm
+jars: .cache/jvm/.resolved  ## JVM dependencies from Maven Central, and the envelope decoder built, into .cache/jvm
 
 cds: venv jars  ## class-data sharing archive of the Spark driver JVM (about 5 s off every start), if missing
 	$(VENV)/bin/cdclake spark cds

@@ -32,7 +32,6 @@ from pyspark.sql import types as T
 
 from cdclake.decode import ConnectSchemaSource, DecodeOptions, decode_records
 from cdclake.decode.connect import plan_row
-from cdclake.decode.pipeline import SOURCE_WIRE
 from cdclake.decode.reference import encode_unscaled
 from cdclake.ingest.plan import OffsetRange
 from cdclake.ingest.sources import FrameSampler
@@ -40,6 +39,12 @@ from cdclake.lake import LakeConfig
 from cdclake.spark import build_spark_session
 
 TOPIC = "bench.public.orders"
+
+#: The plain ``from_json`` side's type of ``source``: its fields as text (what the decoder reads them as).
+SOURCE_WIRE = T.StructType(
+    [T.StructField(n, T.StringType()) for n in ("version", "connector", "name", "ts_ms", "snapshot", "db", "schema",
+                                               "table", "sequence", "lsn", "txId")]
+)  # fmt: skip
 FIELDS = [
     {"field": "id", "type": "int64", "optional": False},
     {"field": "customer", "type": "string"},

@@ -8,8 +8,10 @@ Plan (one small driver-side discovery job, then lazy DataFrames):
    identity, the connector and the Connect schemas (merged by column name across versions). With
    ``sample_only``, a conclusive sample replaces the aggregation and the decoding pass checks it
    (:func:`_discover_sample`, :func:`decode_counted`).
-3. Per data topic: one ``from_json`` with a Spark schema derived from the merged Connect schema, then native
-   conversions of logical types; rows that fail go to ``dead_letters`` with a reason.
+3. Per data topic: one call of the JVM envelope decoder (:mod:`cdclake.decode.jvm`) per record, planned from the
+   merged Connect schema: it parses the record, converts every value to its Spark type and says why a record is
+   unusable; rows that fail go to ``dead_letters`` with that reason. Schema change topics go through the same
+   decoder; transaction topics through ``from_json``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdclake.debezium import fields as f
-from cdclake.debezium.models import Operation
 from cdclake.decode.batch import (
     RAW_COORDINATES,
     RAW_RECORD,
@@ -42,6 +42,7 @@ from cdclake.decode.batch import (
     unusable,
 )
 from cdclake.decode.connect import RowPlan, merge_fields, plan_row, plan_type
+from cdclake.decode.jvm import decode_call, output_type
 from cdclake.decode.options import DecodeOptions, RecordFormat, TableId
 from cdclake.decode.records import RecordSampler, normalise_records
 from cdclake.dialects import Dialect, get_dialect
@@ -57,33 +58,6 @@ _CORRUPT = "_corrupt_record"
 _JSON_OPTIONS = {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"}
 _S = T.StringType()
 
-#: Union of the source-block fields of all supported connectors; all parsed as text (numbers, booleans and
-#: strings alike) and cast where used, so ``"snapshot": true`` and ``"snapshot": "last"`` both parse.
-SOURCE_WIRE = T.StructType(
-    [
-        T.StructField(n, _S)
-        for n in (
-            f.SRC_VERSION, f.SRC_CONNECTOR, f.SRC_NAME, f.SRC_TS_MS, f.SRC_TS_US, f.SRC_TS_NS, f.SRC_TS_SEC,
-            f.SRC_SNAPSHOT, f.SRC_DB, f.SRC_SCHEMA, f.SRC_TABLE, f.SRC_SEQUENCE, f.SRC_TX_ID, f.SRC_LSN,
-            f.SRC_XMIN, f.SRC_SERVER_ID, f.SRC_GTID, f.SRC_FILE, f.SRC_POS, f.SRC_ROW, f.SRC_THREAD, f.SRC_QUERY,
-            f.SRC_RS, f.SRC_COLLECTION, f.SRC_ORD, f.SRC_H, f.SRC_TORD, f.SRC_STXNID, f.SRC_LSID,
-            f.SRC_TXN_NUMBER, f.SRC_COMMIT_LSN, f.SRC_CHANGE_LSN, f.SRC_BEGIN_LSN,
-        )
-    ]
-)  # fmt: skip
-TRANSACTION_WIRE = T.StructType([T.StructField(n, _S) for n in (f.TX_ID, f.TX_TOTAL_ORDER, f.TX_DATA_COLLECTION_ORDER)])
-UPDATE_DESCRIPTION_WIRE = T.StructType(
-    [
-        T.StructField(f.UPDATED_FIELDS, _S),
-        T.StructField(f.REMOVED_FIELDS, T.ArrayType(_S)),
-        T.StructField(
-            f.TRUNCATED_ARRAYS,
-            T.ArrayType(
-                T.StructType([T.StructField(f.TRUNCATED_FIELD, _S), T.StructField(f.TRUNCATED_SIZE, T.IntegerType())])
-            ),
-        ),
-    ]
-)
 TX_EVENT_WIRE = T.StructType(
     [
         T.StructField(f.TX_STATUS, _S),
@@ -96,18 +70,7 @@ TX_EVENT_WIRE = T.StructType(
         ),
     ]
 )
-SCHEMA_CHANGE_WIRE = T.StructType(
-    [
-        T.StructField(f.SOURCE, SOURCE_WIRE),
-        T.StructField(f.TS_MS, _S),
-        T.StructField(f.SC_DATABASE_NAME, _S),
-        T.StructField(f.SC_SCHEMA_NAME, _S),
-        T.StructField(f.SC_DDL, _S),
-        T.StructField(f.SC_TABLE_CHANGES, _S),
-    ]
-)
 DEAD_LETTER_COLUMNS = ("topic", "partition", "offset", "key", "value", "reason")
-_OPS = [op.value for op in Operation]
 
 
 # -- small expression helpers ---------------------------------------------------------------------------------------
@@ -115,31 +78,6 @@ _OPS = [op.value for op in Operation]
 
 def _long(column: Column) -> Column:
     return column.try_cast("long")
-
-
-def _source_ts(source: Column) -> Column:
-    return F.coalesce(
-        F.timestamp_micros(_long(source[f.SRC_TS_US])),
-        F.timestamp_millis(_long(source[f.SRC_TS_MS])),
-        F.timestamp_seconds(_long(source[f.SRC_TS_SEC])),
-    )
-
-
-def snapshot_expr(raw: Column) -> Column:
-    """Normalise ``source.snapshot`` (boolean or string enum) to a lower-case string; ``null`` when not a snapshot."""
-    text = F.lower(F.trim(raw))
-    return F.when(text.isNull() | text.isin("", "false"), F.lit(None).cast("string")).otherwise(text)
-
-
-def position_expr(dialect: Dialect, source: Column, snapshot: Column) -> Column:
-    """``_cdc_position``: ``array<decimal(38,0)>`` = dialect source position ++ [stream rank, partition, offset].
-
-    The stream rank is 0 for incremental-snapshot reads and 1 otherwise, so a ``r`` event never wins over a
-    streamed change carrying the same (or a later) source position.
-    """
-    rank = F.when(snapshot == F.lit("incremental"), F.lit(0)).otherwise(F.lit(1))
-    parts = [*dialect.position(source), rank, F.col("partition"), F.col("offset")]
-    return F.array(*[F.coalesce(p.cast("decimal(38,0)"), F.lit(0).cast("decimal(38,0)")) for p in parts])
 
 
 def _header(name: str) -> Column:
@@ -244,7 +182,7 @@ def _layout_slices(value: Column) -> list[tuple[Column, Column, str]]:
 
 
 def _schema_prefix(value: Column) -> Column:
-    """The record's schema text and the delimiter after it (what :func:`_without_schema` cuts off), or null
+    """The record's schema text and the delimiter after it (what the envelope decoder skips), or null
     for a record in no layout of :data:`_SCHEMA_LAYOUTS`."""
     prefix = F.when(F.lit(False), F.lit(None).cast("string"))
     for matches, schema_text, delimiter in _layout_slices(value):
@@ -521,7 +459,7 @@ class _DataTopic:
     keep_hashes: tuple[int | None, ...] | None = None  # decode only records of these schema versions
     cuts: dict[tuple[str, int], int] = field(default_factory=dict)
     cut_reason: str | None = None
-    prefixes: tuple[str, ...] = ()  # sampled schema texts + delimiter: the parse skips them (see _without_schema)
+    prefixes: tuple[str, ...] = ()  # sampled schema texts + delimiter: the decoder skips them (see cdclake.decode.jvm)
 
 
 def _row_fields_from_schema(schema: dict[str, Any] | None) -> list[dict[str, Any]] | None:
@@ -540,60 +478,12 @@ def _key_columns(key: Any, schemas: bool) -> tuple[str, ...]:
     return tuple(payload) if isinstance(payload, dict) else ()
 
 
-def _envelope_wire(dialect: Dialect, plan: RowPlan | None) -> T.StructType:
-    row: T.DataType = _S if dialect.document_store or plan is None else plan.wire
-    fields_ = [
-        T.StructField(f.BEFORE, row),
-        T.StructField(f.AFTER, row),
-        T.StructField(f.SOURCE, SOURCE_WIRE),
-        T.StructField(f.OP, _S),
-        T.StructField(f.TS_MS, _S),
-        T.StructField(f.TRANSACTION, TRANSACTION_WIRE),
-        T.StructField(
-            f.MESSAGE, T.StructType([T.StructField(f.MESSAGE_PREFIX, _S), T.StructField(f.MESSAGE_CONTENT, _S)])
-        ),
-    ]
-    if dialect.document_store:
-        fields_ += [
-            T.StructField(f.PATCH, _S),
-            T.StructField(f.FILTER, _S),
-            T.StructField(f.UPDATE_DESCRIPTION, UPDATE_DESCRIPTION_WIRE),
-        ]
-    return T.StructType(fields_)
-
-
-_PAYLOAD_OPEN = bytearray(('{"' + f.PAYLOAD + '":').encode())
-
-
-def _without_schema(value: Column, prefixes: Sequence[str]) -> Column:
-    """``{"payload":...}``: the envelope without its schema, for records that start with a sampled schema text.
-
-    The embedded schema is most of a record (kilobytes of field descriptions, the same in every record) and is
-    of no use once discovery has fingerprinted it, but a JSON parser must still tokenize it to skip it. A
-    record that starts with a prefix of :func:`_known_schemas` (schema text + delimiter) has its payload right
-    after it: one byte comparison and one byte slice (the payload keeps the envelope's closing brace). Other
-    records are parsed whole.
-    """
-    out = F.when(F.lit(False), F.lit(None).cast("string"))
-    binary = value.cast("binary")
-    for prefix in prefixes:
-        rest = F.substring(binary, len(prefix.encode("utf-8")) + 1, 1 << 30)
-        out = out.when(value.startswith(F.lit(prefix)), F.concat(F.lit(_PAYLOAD_OPEN), rest).cast("string"))
-    return out.otherwise(value)
-
-
-def _parse(
-    frame: DataFrame, wire: T.StructType, schemas: bool, prefixes: Sequence[str] = ()
-) -> tuple[DataFrame, Column]:
-    """Parse ``value`` once; returns the frame with ``_j`` and the column of the payload inside it.
-
-    ``prefixes``: schema texts the parse may skip (:func:`_without_schema`).
-    """
+def _parse(frame: DataFrame, wire: T.StructType, schemas: bool) -> tuple[DataFrame, Column]:
+    """Parse ``value`` once with ``from_json`` (transaction topics); returns the frame with ``_j`` and the
+    column of the payload inside it."""
     value = F.col("value")
     if schemas:
         schema = T.StructType([T.StructField(f.PAYLOAD, wire), T.StructField(_CORRUPT, _S)])
-        if prefixes:
-            value = _without_schema(value, prefixes)
     else:
         schema = T.StructType([*wire.fields, T.StructField(_CORRUPT, _S)])
     # The parse is a projection of its own. The optimizer does not inline it into the projection above (an
@@ -607,8 +497,43 @@ def _parse(
     return parsed, env
 
 
+def _data_plan(dt: _DataTopic, options: DecodeOptions, sampled: bool) -> tuple[dict[str, Any], T.StructType]:
+    """The envelope decoder's plan of a data topic and the struct it returns (see :mod:`cdclake.decode.jvm`)."""
+    dialect, plan = dt.dialect, dt.plan
+    outputs = ["document"] if dialect.document_store else ["data"]
+    outputs += ["op", "position", "source_ts", "tx_id", "tx_total_order", "tx_data_collection_order", "snapshot"]
+    outputs += ["connector", "db", "schema", "table", "keep_columns"]
+    before: T.DataType | None = None
+    if dialect.document_store:
+        outputs += ["before", "patch", "filter", "updated_fields", "removed_fields", "truncated_arrays"]
+    elif plan is not None and options.include_before:
+        outputs.append("before")
+        before = plan.spark
+    if dialect.has_unavailable_placeholder:
+        outputs += ["message_prefix", "message_content"]
+    outputs += ["reason", "invalid", "unsampled"]
+    decoder = {
+        "kind": "data",
+        "position": dialect.position_rule,
+        "connectors": list(dialect.connectors),
+        "default_connector": dialect.name,
+        "document_store": dialect.document_store,
+        "schemas": options.value_schemas_enabled,
+        "prefixes": list(dt.prefixes),
+        "check_sampled": sampled and options.value_schemas_enabled,
+        "include_before": options.include_before,
+        "columns": [] if plan is None else plan.codecs(placeholders=dialect.has_unavailable_placeholder),
+        "outputs": outputs,
+    }
+    columns = plan.spark if plan is not None and not dialect.document_store else None
+    return decoder, output_type(outputs, columns=columns, before=before)
+
+
 def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions, sampled: bool) -> StagedTopic:
     """The topic's decoding projection (tombstones included, see :class:`StagedTopic`).
+
+    One call of the envelope decoder per record (:mod:`cdclake.decode.jvm`) gives the data columns and the
+    envelope's metadata; the Kafka coordinates, key and headers come from the record.
 
     ``sampled``: the schema versions come from a sample alone (:func:`_discover_sample`); with schemas on, a
     usable envelope that does not start with a sampled schema text fails the pass (:data:`UNSAMPLED_MARKER`).
@@ -617,33 +542,22 @@ def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions, 
     frame = recs.where(F.col("topic") == F.lit(dt.topic))
     if dt.keep_hashes is not None:  # a later schema version changed a column's type: see DecodedBatch.schema_cuts
         frame = frame.where(F.col("value").isNull() | F.xxhash64(_schema_text(F.col("value"))).isin(*dt.keep_hashes))
-    parsed, env = _parse(frame, _envelope_wire(dialect, plan), options.value_schemas_enabled, dt.prefixes)
-    op, source = env[f.OP], env[f.SOURCE]
-    before, after = env[f.BEFORE], env[f.AFTER]
-    image = F.when(op == F.lit("d"), before).otherwise(after)
+    decoder, return_type = _data_plan(dt, options, sampled)
+    # The decoding is a projection of its own. The optimizer does not inline it into the projection above (an
+    # expensive expression referenced many times is never collapsed), but it would push a filter on its fields
+    # below it, calling the decoder again for every field the filter reads: every caller therefore filters above
+    # a projection holding a nondeterministic barrier (:func:`_barrier`). Pinned by the plan test in
+    # tests/unit/decode/test_plan.py (one decoder call per topic).
+    parsed = frame.select("*", decode_call(recs.sparkSession, decoder, return_type).alias("_d"))
+    d = F.col("_d")
 
-    invalid = F.lit(False)
-    if plan is not None and not dialect.document_store:
-        for name, col_plan in plan.columns:
-            if col_plan.invalid is not None:
-                invalid = invalid | F.coalesce(col_plan.invalid(image[name]), F.lit(False))
-                if options.include_before:
-                    invalid = invalid | F.coalesce(col_plan.invalid(before[name]), F.lit(False))
-    reason = (
-        F.when(F.col("value").isNull(), F.lit(TOMBSTONE))
-        .when(F.col("_j." + _CORRUPT).isNotNull(), _corrupt_reason(F.col("_j")))
-        .when(env.isNull(), F.lit("missing_payload"))
-        .when(op.isNull(), F.lit("missing_op"))
-        .when(~op.isin(*_OPS), F.lit("unknown_op"))
-        .when(
-            F.lower(F.coalesce(source[f.SRC_CONNECTOR], F.lit(dialect.name))).isin(*dialect.connectors) == F.lit(False),
-            F.lit("unsupported_connector"),
-        )
-    )
-    if sampled and options.value_schemas_enabled:
-        sampled_schema = reduce(Column.__or__, [F.col("value").startswith(F.lit(p)) for p in dt.prefixes], F.lit(False))
-        reason = reason.when(
-            ~sampled_schema,
+    def out(name: str) -> Column:
+        return d.getField(name)
+
+    reason = out("reason")
+    if decoder["check_sampled"]:
+        reason = F.when(
+            out("unsampled"),
             F.raise_error(
                 F.format_string(
                     f"{UNSAMPLED_MARKER} a schema version of topic {dt.topic} that the sample did not show "
@@ -652,80 +566,58 @@ def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions, 
                     F.col("offset"),
                 )
             ).cast("string"),
-        )
+        ).otherwise(reason)
 
-    snapshot = snapshot_expr(source[f.SRC_SNAPSHOT])
-    data_cols: list[Column] = []
-    keep = F.array().cast("array<string>")
     if dialect.document_store:
         key_id = F.get_json_object(
             F.col("key"), "$." + (f.PAYLOAD + "." if options.key_schemas_enabled else "") + f.MONGO_KEY_ID
         )
-        data_cols = [key_id.alias(f.MONGO_KEY_ID), image.alias("document")]
-    elif plan is not None:
-        placeholders = []
-        for name, col_plan in plan.columns:
-            value = col_plan.convert(image[name])
-            if dialect.has_unavailable_placeholder and col_plan.placeholder is not None:
-                hit = F.coalesce(col_plan.placeholder(image[name]), F.lit(False))
-                value = F.when(hit, F.lit(None).cast(col_plan.spark)).otherwise(value)
-                placeholders.append(F.when(hit, F.lit(name)))
-            data_cols.append(value.cast(col_plan.spark).alias(name, metadata=col_plan.metadata))
-        if placeholders:
-            # concat_ws skips nulls; no lambda (array_compact is a filter() that disables whole-stage codegen)
-            joined = F.concat_ws("\u0000", *placeholders)
-            keep = F.when(joined == F.lit(""), keep).otherwise(F.split(joined, "\u0000"))
-    tx = env[f.TRANSACTION]
+        data_cols = [key_id.alias(f.MONGO_KEY_ID), out("document").alias("document")]
+    else:
+        data_cols = [out(name).alias(name, metadata=p.metadata) for name, p in (plan.columns if plan else ())]
     meta_cols = [
-        op.alias("_cdc_op"),
-        position_expr(dialect, source, snapshot).alias("_cdc_position"),
-        _source_ts(source).alias("_cdc_source_ts"),
-        tx[f.TX_ID].alias("_cdc_tx_id"),
-        _long(tx[f.TX_TOTAL_ORDER]).alias("_cdc_tx_total_order"),
-        _long(tx[f.TX_DATA_COLLECTION_ORDER]).alias("_cdc_tx_data_collection_order"),
+        out("op").alias("_cdc_op"),
+        out("position").alias("_cdc_position"),
+        out("source_ts").alias("_cdc_source_ts"),
+        out("tx_id").alias("_cdc_tx_id"),
+        out("tx_total_order").alias("_cdc_tx_total_order"),
+        out("tx_data_collection_order").alias("_cdc_tx_data_collection_order"),
         F.col("topic").alias("_cdc_topic"),
         F.col("partition").alias("_cdc_partition"),
         F.col("offset").alias("_cdc_offset"),
         F.col("timestamp").alias("_cdc_kafka_ts"),
-        snapshot.alias("_cdc_snapshot"),
-        F.lower(source[f.SRC_CONNECTOR]).alias("_cdc_connector"),
-        source[f.SRC_DB].alias("_cdc_db"),
-        source[f.SRC_SCHEMA].alias("_cdc_schema"),
-        F.coalesce(source[f.SRC_TABLE], source[f.SRC_COLLECTION]).alias("_cdc_table"),
-        keep.alias("_cdc_keep_columns"),
+        out("snapshot").alias("_cdc_snapshot"),
+        out("connector").alias("_cdc_connector"),
+        out("db").alias("_cdc_db"),
+        out("schema").alias("_cdc_schema"),
+        out("table").alias("_cdc_table"),
+        out("keep_columns").alias("_cdc_keep_columns"),
         _header(f.HEADER_OLD_KEY).alias("_cdc_old_key"),
         _header(f.HEADER_NEW_KEY).alias("_cdc_new_key"),
         F.col("key").alias("_cdc_key"),
     ]
     if dialect.document_store:
-        upd = env[f.UPDATE_DESCRIPTION]
         meta_cols += [
-            before.alias("_cdc_before"),
-            env[f.PATCH].alias("_cdc_patch"),
-            env[f.FILTER].alias("_cdc_filter"),
-            upd[f.UPDATED_FIELDS].alias("_cdc_updated_fields"),
-            upd[f.REMOVED_FIELDS].alias("_cdc_removed_fields"),
-            upd[f.TRUNCATED_ARRAYS].alias("_cdc_truncated_arrays"),
+            out("before").alias("_cdc_before"),
+            out("patch").alias("_cdc_patch"),
+            out("filter").alias("_cdc_filter"),
+            out("updated_fields").alias("_cdc_updated_fields"),
+            out("removed_fields").alias("_cdc_removed_fields"),
+            out("truncated_arrays").alias("_cdc_truncated_arrays"),
         ]
-    elif plan is not None and options.include_before:
-        before_struct = F.struct(*[p.convert(before[n]).cast(p.spark).alias(n) for n, p in plan.columns])
-        meta_cols.append(F.when(before.isNull(), F.lit(None)).otherwise(before_struct).alias("_cdc_before"))
+    elif "before" in decoder["outputs"]:
+        meta_cols.append(out("before").alias("_cdc_before"))
     if dialect.has_unavailable_placeholder:
-        message = env[f.MESSAGE]
-        meta_cols += [
-            message[f.MESSAGE_PREFIX].alias("_cdc_message_prefix"),
-            F.try_to_binary(message[f.MESSAGE_CONTENT], F.lit("base64")).alias("_cdc_message_content"),
-        ]
-    # One projection computes every output column, the validity flags and the dead-letter reason; the
+        meta_cols += [out("message_prefix").alias("_cdc_message_prefix"), out("message_content").alias("_cdc_message_content")]
+    # One projection holds every output column, the dead-letter reason and the validity flag; the
     # nondeterministic (and free) spark_partition_id() column keeps the optimizer from pushing the filters below
-    # it, which would compute every conversion twice (once to test it, once to output it). The value conversions
-    # and the `invalid` checks share their subexpressions inside this projection.
+    # it, which would call the decoder again.
     outputs = [*data_cols, *meta_cols]
     staged = parsed.select(
         *outputs,
         *[F.col(c).alias(f"_raw_{c}") for c in ("topic", "partition", "offset", "key", "value")],
         reason.alias("_reason"),
-        invalid.alias("_invalid"),
+        out("invalid").alias("_invalid"),
         _barrier(),
     )
     names = tuple(staged.columns[: len(outputs)])
@@ -794,44 +686,43 @@ def _decode_transactions(
     return good, _dead(staged.where(dead), F.col("_reason")), _categorised(staged, "transactions")
 
 
+_SCHEMA_CHANGE_OUTPUTS = (
+    "server", "connector", "database_name", "schema_name", "ddl", "table_changes", "source_ts", "ts", "position",
+    "reason",
+)  # fmt: skip
+
+
 def _decode_schema_changes(
     recs: DataFrame, topics: dict[str, Dialect | None], options: DecodeOptions
 ) -> tuple[DataFrame, DataFrame, DataFrame]:
-    """The schema change events, their dead letters and their categories (:func:`_categorised`)."""
-    names = list(topics)
-    frame = recs.where(F.col("topic").isin(*names)) if names else recs.where(F.lit(False))
-    parsed, env = _parse(frame, SCHEMA_CHANGE_WIRE, options.value_schemas_enabled)
-    source = env[f.SOURCE]
-    reason = (
-        F.when(F.col("value").isNull(), F.lit(TOMBSTONE))
-        .when(F.col("_j." + _CORRUPT).isNotNull(), _corrupt_reason(F.col("_j")))
-        .when(env.isNull(), F.lit("missing_payload"))
-        .when(env[f.SC_DDL].isNull() & env[f.SC_TABLE_CHANGES].isNull(), F.lit("missing_ddl"))
-    )
-    position: Column = F.lit(None).cast("array<decimal(38,0)>")
-    connector: Column = F.lower(source[f.SRC_CONNECTOR])
-    for topic, dialect in topics.items():
-        if dialect is not None:
-            is_topic = F.col("topic") == F.lit(topic)
-            position = F.when(
-                is_topic, position_expr(dialect, source, snapshot_expr(source[f.SRC_SNAPSHOT]))
-            ).otherwise(position)
-            connector = F.coalesce(connector, F.when(is_topic, F.lit(dialect.name)))
-    staged, usable, dead = _split(parsed, reason)
+    """The schema change events, their dead letters and their categories (:func:`_categorised`).
+
+    One envelope decoder per topic (its dialect gives the position rule; a topic of an unknown connector has
+    no position).
+    """
+    return_type = output_type(_SCHEMA_CHANGE_OUTPUTS)
+    decoded = []
+    for topic, dialect in sorted(topics.items()) or [(None, None)]:
+        decoder = {
+            "kind": "schema_change",
+            "position": dialect.position_rule if dialect is not None else None,
+            "default_connector": dialect.name if dialect is not None else None,
+            "schemas": options.value_schemas_enabled,
+            "prefixes": [],
+            "outputs": list(_SCHEMA_CHANGE_OUTPUTS),
+        }
+        frame = recs.where(F.col("topic") == F.lit(topic)) if topic is not None else recs.where(F.lit(False))
+        decoded.append(frame.select("*", decode_call(recs.sparkSession, decoder, return_type).alias("_d")))
+    parsed = reduce(lambda a, b: a.union(b), decoded)
+    d = F.col("_d")
+    staged, usable, dead = _split(parsed, d.getField("reason"))
     good = staged.where(usable).select(
         F.col("topic"),
         F.col("partition"),
         F.col("offset"),
         F.col("timestamp").alias("kafka_ts"),
-        F.coalesce(source[f.SRC_NAME], F.col("topic")).alias("server"),
-        connector.alias("connector"),
-        env[f.SC_DATABASE_NAME].alias("database_name"),
-        env[f.SC_SCHEMA_NAME].alias("schema_name"),
-        env[f.SC_DDL].alias("ddl"),
-        env[f.SC_TABLE_CHANGES].alias("table_changes"),
-        _source_ts(source).alias("source_ts"),
-        F.timestamp_millis(_long(env[f.TS_MS])).alias("ts"),
-        position.alias("position"),
+        F.coalesce(d.getField("server"), F.col("topic")).alias("server"),
+        *[d.getField(n).alias(n) for n in _SCHEMA_CHANGE_OUTPUTS if n not in ("server", "reason")],
     )
     return good, _dead(staged.where(dead), F.col("_reason")), _categorised(staged, "schema_changes")
 

@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import logging
-from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from cdclake.exceptions import UnsupportedDialectError
-
-if TYPE_CHECKING:
-    from pyspark.sql import Column
 
 logger = logging.getLogger(__name__)
 
@@ -17,20 +13,18 @@ logger = logging.getLogger(__name__)
 POSITION_ELEMENT_TYPE = "decimal(38,0)"
 
 
-def as_position_number(column: Column) -> Column:
-    """Cast a source offset field (number or numeric string) to ``decimal(38,0)``; ``null`` when not numeric."""
-    return column.cast("string").try_cast(POSITION_ELEMENT_TYPE)
-
-
-class Dialect(ABC):
+class Dialect:
     """Connector-specific decoding rules.
 
-    A dialect knows how to turn the ``source`` block of its connector into an ordering position and how the
-    connector names tables. Everything else (envelope, Connect types) is shared.
+    A dialect names the rule that turns the ``source`` block of its connector into an ordering position (the
+    envelope decoder's ``Position`` rules, ``jvm/decoder``; see docs/decoding.md) and knows how the connector
+    names tables. Everything else (envelope, Connect types) is shared.
     """
 
     #: ``source.connector`` values this dialect handles.
     connectors: ClassVar[tuple[str, ...]] = ()
+    #: The envelope decoder's position rule: ``postgresql``, ``binlog``, ``mongodb`` or ``informix``.
+    position_rule: ClassVar[str] = ""
     #: Byte order of ``io.debezium.data.Bits`` values ("little" per the Debezium docs).
     bits_byte_order: ClassVar[str] = "little"
     #: Whether ``__debezium_unavailable_value`` placeholders (unchanged TOASTed values) can occur.
@@ -42,14 +36,6 @@ class Dialect(ABC):
     def name(self) -> str:
         """The primary connector name."""
         return self.connectors[0]
-
-    @abstractmethod
-    def position(self, source: Column) -> list[Column]:
-        """Return the source-order components of ``_cdc_position`` (each ``decimal(38,0)``), most significant first.
-
-        Args:
-            source: the parsed ``source`` struct column (the union source schema of ``cdclake.decode``).
-        """
 
     def namespace(self, db: str | None, schema: str | None) -> str | None:
         """The middle part of a :class:`~cdclake.decode.TableId` (database or schema, per connector)."""

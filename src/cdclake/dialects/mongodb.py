@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import ClassVar
 
-from cdclake.debezium import fields as f
-from cdclake.dialects.base import Dialect, as_position_number, register_dialect
-
-if TYPE_CHECKING:
-    from pyspark.sql import Column
+from cdclake.dialects.base import Dialect, register_dialect
 
 
 @register_dialect
@@ -16,10 +12,8 @@ class MongoDbDialect(Dialect):
     """``source.ts_ms`` (the oplog/resume-token timestamp, second granularity) then ``ord`` within the second."""
 
     connectors = ("mongodb",)
+    position_rule: ClassVar[str] = "mongodb"
     document_store = True
-
-    def position(self, source: Column) -> list[Column]:
-        return [as_position_number(source[f.SRC_TS_MS]), as_position_number(source[f.SRC_ORD])]
 
     def namespace(self, db: str | None, schema: str | None) -> str | None:
         return db

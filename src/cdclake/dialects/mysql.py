@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import ClassVar
 
-from pyspark.sql import functions as F
-
-from cdclake.debezium import fields as f
-from cdclake.dialects.base import Dialect, as_position_number, register_dialect
-
-if TYPE_CHECKING:
-    from pyspark.sql import Column
+from cdclake.dialects.base import Dialect, register_dialect
 
 
 @register_dialect
@@ -21,10 +15,7 @@ class MySqlDialect(Dialect):
     """
 
     connectors = ("mysql",)
-
-    def position(self, source: Column) -> list[Column]:
-        file_number = as_position_number(F.regexp_extract(source[f.SRC_FILE], r"(\d+)$", 1))
-        return [file_number, as_position_number(source[f.SRC_POS]), as_position_number(source[f.SRC_ROW])]
+    position_rule: ClassVar[str] = "binlog"
 
     def namespace(self, db: str | None, schema: str | None) -> str | None:
         return db or schema

@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import ClassVar
 
-from pyspark.sql import functions as F
-
-from cdclake.debezium import fields as f
-from cdclake.dialects.base import Dialect, as_position_number, register_dialect
-
-if TYPE_CHECKING:
-    from pyspark.sql import Column
+from cdclake.dialects.base import Dialect, register_dialect
 
 
 @register_dialect
@@ -22,16 +16,8 @@ class PostgresDialect(Dialect):
     """
 
     connectors = ("postgresql",)
+    position_rule: ClassVar[str] = "postgresql"
     has_unavailable_placeholder = True
-
-    def position(self, source: Column) -> list[Column]:
-        # '["<commit lsn>","<lsn>"]' (either may be null) split with string functions: from_json here would
-        # switch the whole decode projection out of whole-stage codegen
-        seq = F.split(F.translate(source[f.SRC_SEQUENCE], '[]" ', ""), ",")
-        lsn = as_position_number(source[f.SRC_LSN])
-        seq_lsn = F.coalesce(as_position_number(F.get(seq, 1)), lsn)
-        commit = F.coalesce(as_position_number(F.get(seq, 0)), seq_lsn)
-        return [commit, seq_lsn]
 
     def namespace(self, db: str | None, schema: str | None) -> str | None:
         return schema or db

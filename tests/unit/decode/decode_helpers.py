@@ -116,3 +116,26 @@ def assert_frame_rows(frame: Any, expected: list[Any]) -> None:
     got = sorted(norm(r) for r in frame.collect())
     want = sorted(norm(r) for r in expected)
     assert got == want, [g for g in got if g not in want] + ["<-got|want->"] + [w for w in want if w not in got]
+
+
+def decode_values(
+    spark: Any, fields: list[dict[str, Any]], rows: list[dict[str, Any]]
+) -> tuple[dict[int, Any], dict[int, str]]:
+    """Decode one MySQL change event per row dict (schemas off, ``fields`` as the schema source).
+
+    Returns the decoded rows by Kafka offset (the row's index) and the dead letters' reasons by offset.
+    """
+    from cdclake.decode import ConnectSchemaSource, DecodeOptions, decode_records, records_from_dicts
+
+    topic = topic_of("mysql")
+    options = DecodeOptions(
+        value_schemas_enabled=False,
+        key_schemas_enabled=False,
+        schema_source=ConnectSchemaSource({topic: {"type": "struct", "fields": fields}}),
+        include_before=False,
+    )
+    records = [record(topic, i, value("mysql", row), json.dumps({"id": i})) for i, row in enumerate(rows)]
+    batch = decode_records(records_from_dicts(spark, records), options=options)
+    decoded = {r["_cdc_offset"]: r for frame in batch.tables.values() for r in frame.collect()}
+    dead = {r["offset"]: r["reason"] for r in batch.dead_letters.collect()}
+    return decoded, dead

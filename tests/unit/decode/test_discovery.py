@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from cdclake.decode import DecodeOptions, decode_records, records_from_dicts
-from cdclake.decode.pipeline import _SAMPLE_EVERY, _fingerprint, _known_schemas, _schema_text, _without_schema
+from cdclake.decode.pipeline import _SAMPLE_EVERY, _fingerprint, _known_schemas, _schema_text
 
 pytestmark = pytest.mark.spark
 
@@ -62,22 +62,37 @@ def test_a_new_version_between_samples_is_still_cut(spark: SparkSession) -> None
     assert batch.schema_cuts == {(topic, 0): 3} and batch.dead_letters.count() == 0
 
 
-def test_the_parse_skips_a_known_schema_and_keeps_the_payload_byte_for_byte(spark: SparkSession) -> None:
-    schema = '{"type":"struct","fields":[{"type":"string","field":"payload"}]}'
+def test_the_decoder_skips_a_known_schema_and_reads_the_payload_whole(spark: SparkSession) -> None:
+    """A record that starts with the sampled schema text is read from its payload on: the delimiter inside a
+    value, non-ASCII text, a field after the payload, other layouts and key orders all decode the same."""
+    topic = topic_of("mysql")
+    fields = [{"field": "id", "type": "int32"}, {"field": "payload", "type": "string"}, {"field": "ü", "type": "string"}]
+    sampled = json.loads(value("mysql", {"id": 0, "payload": "p", "ü": "é"}, row_fields=fields))
+    schema = json.dumps(sampled["schema"], separators=(",", ":"))
     prefix = '{"schema":' + schema + ',"payload":'
+
+    def payload(i: int, text: str) -> str:
+        body = json.loads(value("mysql", {"id": i, "payload": text, "ü": "é"}))
+        return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+
     texts = [
-        prefix + '{"after":{"payload":"x,\\"payload\\":1","ü":"é"}}}',  # the delimiter again, inside the payload
-        '{"schema": ' + schema + ', "payload": {"op":"c"}}',  # a layout not sampled: parsed whole
-        '{"payload":{"op":"c"},"schema":' + schema + "}",  # another key order: parsed whole
+        prefix + payload(0, "p") + "}",  # offset 0: sampled
+        prefix + payload(1, 'x,"payload":1') + "}",  # the delimiter again, inside a value
+        prefix + payload(2, "y") + ',"extra":{"a":[1]}}',  # a field after the payload: the full parse
+        '{"schema": ' + schema + ', "payload": ' + payload(3, "z") + "}",  # a layout not sampled
+        '{"payload":' + payload(4, "w") + ',"schema":' + schema + "}",  # another key order
+        prefix + payload(5, "v") + "}  \n",  # trailing whitespace
         prefix + "null}",
+        prefix + payload(7, "u") + "}}",  # one brace too many
     ]
-    frame = spark.createDataFrame([(t,) for t in texts], "value string")
-    out = [r[0] for r in frame.select(_without_schema(F.col("value"), [prefix])).collect()]
-    assert out == [
-        '{"payload":{"after":{"payload":"x,\\"payload\\":1","ü":"é"}}}',
-        texts[1],
-        texts[2],
-        '{"payload":null}',
+    batch = decode_records(
+        records_from_dicts(spark, [record(topic, i, t) for i, t in enumerate(texts)]), options=DecodeOptions()
+    )
+    (frame,) = batch.tables.values()
+    assert sorted((r["id"], r["payload"], r["ü"]) for r in frame.collect()) == [
+        (0, "p", "é"), (1, 'x,"payload":1', "é"), (2, "y", "é"), (3, "z", "é"), (4, "w", "é"), (5, "v", "é"),
+    ]  # fmt: skip
+    assert sorted((r["offset"], r["reason"]) for r in batch.dead_letters.collect()) == [
+        (6, "missing_payload"),
+        (7, "invalid_json"),
     ]
-    for original, sliced in zip(texts, out, strict=True):
-        assert json.loads(sliced)["payload"] == json.loads(original)["payload"]

@@ -1,23 +1,22 @@
-"""Property tests: pure-Python reference converters, and Spark expressions agreeing with them on samples."""
+"""Property tests: pure-Python reference converters, and the envelope decoder agreeing with them."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal, localcontext
 
 import pytest
+from decode_helpers import decode_values
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from cdclake.decode import reference as ref
-from cdclake.decode.connect import plain_decimal_string, plan_type, unscaled_from_base64
 
-#: What decode handles natively: |unscaled| <= 10**38 - 2**64 (the 128-bit sum must stay in decimal(38,0));
-#: wider values are dead-lettered, never rounded.
-_LIMIT = 10**38 - 2**64
-INT38 = st.integers(min_value=-_LIMIT, max_value=_LIMIT)
+#: Unscaled values of 16 bytes and less (|unscaled| < 2**127), and far wider ones (text decimals are exact at any
+#: width).
+INT127 = st.integers(min_value=-(2**127), max_value=2**127 - 1)
+WIDE = st.integers(min_value=-(10**80), max_value=10**80)
 
 
 @given(st.integers(min_value=-(2**300), max_value=2**300))
@@ -41,49 +40,69 @@ def test_temporal_references(n: int) -> None:
         assert ref.timestamp_ntz_from_micros(micros).replace(tzinfo=UTC).timestamp() == pytest.approx(micros / 1e6)
 
 
-@pytest.mark.spark
-@settings(max_examples=1, deadline=None)
-@given(
-    st.lists(INT38, min_size=20, max_size=20),
-    st.lists(st.integers(min_value=0, max_value=38), min_size=20, max_size=20),
-    st.lists(st.integers(min_value=-(2**52), max_value=2**52), min_size=20, max_size=20),
+_TEMPORAL_FIELDS = [
+    {"field": "id", "type": "int32"},
+    {"field": "vsd", "type": "struct", "name": "io.debezium.data.VariableScaleDecimal",
+     "fields": [{"field": "scale", "type": "int32"}, {"field": "value", "type": "bytes"}]},
+    {"field": "nts", "type": "int64", "name": "io.debezium.time.NanoTimestamp"},
+    {"field": "uts", "type": "int64", "name": "io.debezium.time.MicroTimestamp"},
+    {"field": "nt", "type": "int64", "name": "io.debezium.time.NanoTime"},
+    {"field": "date", "type": "int32", "name": "io.debezium.time.Date"},
+    {"field": "ms", "type": "int64", "name": "io.debezium.time.Timestamp"},
+    {"field": "z", "type": "string", "name": "io.debezium.time.ZonedTimestamp"},
+]  # fmt: skip
+
+#: Zoned timestamps as Debezium writes them: ISO-8601 with an offset or Z, 0 to 9 fraction digits.
+_ZONED = st.builds(
+    lambda moment, offset_minutes, digits, nanos: _iso(moment, offset_minutes, digits, nanos),
+    st.datetimes(min_value=datetime(2, 1, 1), max_value=datetime(9999, 12, 30)),
+    st.integers(min_value=-18 * 60 + 1, max_value=18 * 60 - 1),
+    st.integers(min_value=0, max_value=9),
+    st.integers(min_value=0, max_value=999_999_999),
 )
-def test_spark_expressions_agree_with_reference(
-    spark: SparkSession, unscaled: list[int], scales: list[int], longs: list[int]
+
+
+def _iso(moment: datetime, offset_minutes: int, digits: int, nanos: int) -> str:
+    text = moment.replace(microsecond=0, tzinfo=timezone(timedelta(minutes=offset_minutes))).isoformat()
+    base, offset = text[:-6], text[-6:]  # isoformat ends with +hh:mm
+    fraction = "." + f"{nanos:09d}"[:digits] if digits else ""
+    return base + fraction + (offset if offset_minutes else "Z")
+
+
+@pytest.mark.spark
+@settings(max_examples=2, deadline=None)
+@given(
+    st.lists(WIDE, min_size=20, max_size=20),
+    st.lists(st.integers(min_value=-5, max_value=40), min_size=20, max_size=20),
+    st.lists(st.integers(min_value=-(2**62), max_value=2**62), min_size=20, max_size=20),
+    st.lists(_ZONED, min_size=20, max_size=20),
+)
+def test_decoder_agrees_with_reference(
+    spark: SparkSession, unscaled: list[int], scales: list[int], longs: list[int], zoned: list[str]
 ) -> None:
-    """One Spark job per hypothesis example, checking 20 sampled values of each converter."""
-    unscaled = [*unscaled, 0, -1, _LIMIT, -_LIMIT, 255, -128]
-    scales = [*scales, 0, 3, 0, 5, 0, 1]
+    """One decode per hypothesis example, 26 events of every converter: the decoded rows equal the reference."""
+    unscaled = [*unscaled, 0, -1, 2**127, -(2**127), 255, -128]
+    scales = [*scales, 0, 3, 0, 5, -2, 1]
     longs = [*longs, 0, -1, -999, 1000, -1000, 1]
+    zoned = [*zoned, "2024-02-29T23:59:59.123456789+05:30", "1970-01-01T00:00:00Z", "0002-01-01T00:00:00Z",
+             "9999-12-31T23:59:59.999999999Z", "2024-01-01T00:00:00.1-00:30", "2000-02-29T12:00:00+14:00"]  # fmt: skip
     days = [x % 1_400_000 - 700_000 for x in longs]
-    rows = [(ref.encode_unscaled(u), s, n, d) for u, s, n, d in zip(unscaled, scales, longs, days, strict=True)]
-    df = spark.createDataFrame(rows, "b string, s int, n long, d int")
-    conv = {
-        name: plan_type({"type": "int64", "name": name}).convert
-        for name in ("io.debezium.time.NanoTimestamp", "io.debezium.time.MicroTimestamp", "io.debezium.time.NanoTime")
-    }
-    out = df.select(
-        plain_decimal_string(unscaled_from_base64(F.col("b")), F.col("s")).alias("dec"),
-        conv["io.debezium.time.NanoTimestamp"](F.col("n")).alias("nts"),
-        conv["io.debezium.time.MicroTimestamp"](F.floor(F.col("n") / F.lit(1000)).cast("long")).alias("uts"),
-        conv["io.debezium.time.NanoTime"](F.col("n")).alias("nt"),
-        plan_type({"type": "int32", "name": "io.debezium.time.Date"}).convert(F.col("d")).alias("date"),
-        plan_type({"type": "int64", "name": "io.debezium.time.Timestamp"})
-        .convert(F.floor(F.col("n") / F.lit(10**6)).cast("long"))
-        .alias("ms"),
-        plan_type({"type": "string", "name": "io.debezium.time.ZonedTimestamp"})
-        .convert(F.lit("2024-02-29T23:59:59.123456789+05:30"))
-        .alias("z"),
-    ).collect()
-    for (u, s, n, d), row in zip(zip(unscaled, scales, longs, days, strict=True), out, strict=True):
-        assert row["dec"] == ref.decimal_string(u, s)
-        if abs(n // 1000) < 253402300799 * 10**6:
-            assert row["nts"] == ref.timestamp_ntz_from_nanos(n)
-            assert row["uts"] == ref.timestamp_ntz_from_micros(n // 1000)
+    rows = [
+        {"id": i, "vsd": {"scale": s, "value": ref.encode_unscaled(u)}, "nts": n, "uts": n // 1000, "nt": n,
+         "date": d, "ms": n // 10**6, "z": z}
+        for i, (u, s, n, d, z) in enumerate(zip(unscaled, scales, longs, days, zoned, strict=True))
+    ]  # fmt: skip
+    decoded, dead = decode_values(spark, _TEMPORAL_FIELDS, rows)
+    assert dead == {}
+    for i, (u, s, n, d, z) in enumerate(zip(unscaled, scales, longs, days, zoned, strict=True)):
+        row = decoded[i]
+        assert row["vsd"] == ref.decimal_string(u, s)
+        assert row["nts"] == ref.timestamp_ntz_from_nanos(n)
+        assert row["uts"] == ref.timestamp_ntz_from_micros(n // 1000)
         assert row["nt"] == ref.time_micros_from_nanos(n)
         assert row["date"] == ref.date_from_days(d)
         assert row["ms"] == ref.timestamp_ntz_from_millis(n // 10**6)
-        assert row["z"].replace(tzinfo=UTC) == ref.timestamp_from_zoned("2024-02-29T23:59:59.123456789+05:30")
+        assert row["z"].replace(tzinfo=UTC) == ref.timestamp_from_zoned(z), z
 
 
 def test_zoned_reference() -> None:
@@ -92,41 +111,44 @@ def test_zoned_reference() -> None:
     )
 
 
-#: (precision, scale) pairs covering the three conversion paths of a Connect Decimal: long arithmetic
-#: (value fits 8 bytes), decimal(38,0) arithmetic (precision + scale <= 37) and the string rendering.
-_DECIMAL_TYPES = [(5, 0), (12, 2), (18, 6), (18, 0), (19, 4), (25, 10), (30, 7), (38, 0), (38, 2), (38, 20), (28, 28)]
+#: (precision, scale) pairs across the decoder's decimal paths: an unscaled value of 8 bytes or less (long
+#: arithmetic) and a wider one (BigInteger), precision below and above 18, and text beyond 38 digits.
+_DECIMAL_TYPES = [(5, 0), (12, 2), (18, 6), (18, 0), (19, 4), (25, 10), (30, 7), (38, 0), (38, 2), (38, 20), (28, 28),
+                  (39, 2), (65, 30)]  # fmt: skip
 
 
 @pytest.mark.spark
 @settings(max_examples=1, deadline=None)
-@given(st.lists(INT38, min_size=30, max_size=30))
-def test_connect_decimal_plan_is_exact_on_every_path(spark: SparkSession, unscaled: list[int]) -> None:
-    """Each (precision, scale): values that fit decode to the exact Decimal; values too wide are flagged invalid."""
-    edge = [0, -1, 1, 2**63 - 1, -(2**63), 2**63, -(2**63) - 1, 10**18 - 1, -(10**18) + 1, 10**37, -_LIMIT, _LIMIT]
+@given(st.lists(INT127, min_size=20, max_size=20))
+def test_connect_decimal_is_exact_on_every_path(spark: SparkSession, unscaled: list[int]) -> None:
+    """Each (precision, scale): values that fit decode to the exact value; values too wide are dead letters.
+
+    One event per (value, type), the other decimal columns null: a value that does not fit its column makes its
+    event an ``unrepresentable_value`` dead letter, never a rounded or wrapped value.
+    """
+    edge = [0, -1, 1, 2**63 - 1, -(2**63), 2**63, -(2**63) - 1, 10**18 - 1, -(10**18) + 1, 10**37, -(10**38) + 1,
+            10**38 - 1, 10**38, 2**127 - 1, -(2**127)]  # fmt: skip
     values = [*unscaled, *edge]
-    rows = [(ref.encode_unscaled(u), u) for u in values]
-    df = spark.createDataFrame(rows, "b string, u string")
-    plans = {
-        (p, s): plan_type(
-            {
-                "type": "bytes",
-                "name": "org.apache.kafka.connect.data.Decimal",
-                "parameters": {"scale": str(s), "connect.decimal.precision": str(p)},
-            }
-        )
+    fields = [{"field": "id", "type": "int32"}] + [
+        {"field": f"c_{p}_{s}", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal",
+         "parameters": {"scale": str(s), "connect.decimal.precision": str(p)}}
         for p, s in _DECIMAL_TYPES
-    }
-    cols = []
-    for (p, s), plan in plans.items():
-        cols += [plan.convert(F.col("b")).alias(f"v_{p}_{s}"), plan.invalid(F.col("b")).alias(f"i_{p}_{s}")]
+    ]  # fmt: skip
+    cases = [(u, p, s) for u in values for p, s in _DECIMAL_TYPES]
+    rows = [{"id": i, f"c_{p}_{s}": ref.encode_unscaled(u)} for i, (u, p, s) in enumerate(cases)]
+    decoded, dead = decode_values(spark, fields, rows)
     problems = []
     with localcontext() as ctx:
         ctx.prec = 100
-        for row in df.select("u", *cols).collect():
-            u = int(row["u"])
-            for p, s in _DECIMAL_TYPES:
-                fits = abs(u) < 10**p
-                expected = Decimal(u).scaleb(-s) if fits else None
-                if row[f"i_{p}_{s}"] is fits or row[f"v_{p}_{s}"] != expected:
-                    problems.append((u, p, s, row[f"v_{p}_{s}"], row[f"i_{p}_{s}"]))
+        for i, (u, p, s) in enumerate(cases):
+            fits = abs(u) < 10**p
+            value = decoded[i][f"c_{p}_{s}"] if i in decoded else None
+            if p > 38:
+                got, want = value, ref.decimal_string(u, s)
+            elif fits:
+                got, want = value, Decimal(u).scaleb(-s)
+            else:
+                got, want = dead.get(i), "unrepresentable_value"
+            if got != want or (fits and i in dead):
+                problems.append((u, p, s, got, want))
     assert problems == []

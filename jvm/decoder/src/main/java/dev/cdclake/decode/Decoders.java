@@ -1,0 +1,22 @@
+package dev.cdclake.decode;
+
+/** The public entry to the decoders (the rest of the package is internal). */
+public final class Decoders {
+  private Decoders() {}
+
+  /** A record decoder: one per thread. */
+  public interface Decoder {
+    /** The outputs of one record (null value: a tombstone), in the plan's order. */
+    Object[] decode(byte[] value, int partition, long offset);
+  }
+
+  /**
+   * The decoder of a plan (JSON written by cdclake.decode).
+   *
+   * @throws IllegalArgumentException when the plan is not valid
+   */
+  public static Decoder of(String plan) {
+    RecordDecoder d = RecordDecoder.of(plan);
+    return d::decode;
+  }
+}

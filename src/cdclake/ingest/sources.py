@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import json
+import logging
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from cdclake.decode.records import RecordSampler
+
+logger = logging.getLogger(__name__)
 
 #: Records :class:`KafkaSampler` spreads over each partition's range besides its first and last.
 SAMPLES_BETWEEN = 2
@@ -74,18 +77,25 @@ class KafkaRecordSource(RecordSource):
         self.patterns = [re.compile(p) for p in patterns]
         self.kafka_options = kafka_options or {}
 
-    def watermarks(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    def _consumer(self):  # type: ignore[no-untyped-def]
+        """A plain Kafka consumer of the driver (confluent-kafka): no group offsets, no auto-commit."""
         from confluent_kafka import Consumer
-        from confluent_kafka import TopicPartition as CTP
 
-        consumer = Consumer(
+        return Consumer(
             {
                 "bootstrap.servers": self.bootstrap,
                 "group.id": "cdclake-planner",
                 "enable.auto.commit": False,
+                # what Spark's Kafka source reads too
+                "isolation.level": "read_uncommitted",
                 "log_level": 0,
             }
         )
+
+    def watermarks(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        from confluent_kafka import TopicPartition as CTP
+
+        consumer = self._consumer()
         try:
             try:
                 metadata = consumer.list_topics(timeout=15)
@@ -123,6 +133,52 @@ class KafkaRecordSource(RecordSource):
     def sampler(self, spark: SparkSession, ranges: Sequence[OffsetRange]) -> RecordSampler:
         return KafkaSampler(self, spark, ranges)
 
+    def fetch(self, points: Sequence[tuple[str, int, int]], timeout_s: float = 10.0) -> list[tuple[object, ...]]:
+        """The records at these ``(topic, partition, offset)`` points, read by the driver itself.
+
+        Rows of :data:`cdclake.decode.records.KAFKA_RECORD_SCHEMA`. An offset that holds no record (compacted
+        away, or a transaction marker) gives no row, as a filter over the records would.
+
+        Raises:
+            RecordSourceError: the broker cannot be read (the message names the point).
+        """
+        from datetime import UTC, datetime
+
+        from confluent_kafka import TopicPartition as CTP
+
+        rows: list[tuple[object, ...]] = []
+        consumer = self._consumer()
+        try:
+            for topic, partition, offset in points:
+                consumer.assign([CTP(topic, partition, offset)])
+                message = consumer.poll(timeout_s)
+                if message is None:  # nothing at or after the offset (a marker at the log's end): no sample there
+                    logger.warning("no Kafka record at %s/%s@%s within %ss", topic, partition, offset, timeout_s)
+                    continue
+                if message.error() is not None:
+                    raise RecordSourceError(
+                        f"cannot read {topic}/{partition}@{offset} from Kafka {self.bootstrap}: {message.error()}"
+                    )
+                if message.offset() != offset:
+                    continue  # no record at that offset
+                _, millis = message.timestamp()
+                stamp = datetime.fromtimestamp(millis / 1000, tz=UTC) if millis is not None and millis >= 0 else None
+                headers = message.headers()
+                rows.append(
+                    (
+                        message.key(),
+                        message.value(),
+                        topic,
+                        partition,
+                        offset,
+                        stamp,
+                        None if headers is None else [(k, v) for k, v in headers],
+                    )
+                )
+        finally:
+            consumer.close()
+        return rows
+
     def _read_topic(self, spark: SparkSession, topic: str, ranges: Sequence[OffsetRange]) -> DataFrame:
         start = {topic: {str(r.partition): r.start for r in ranges}}
         end = {topic: {str(r.partition): r.end for r in ranges}}
@@ -150,8 +206,9 @@ class KafkaRecordSource(RecordSource):
 class KafkaSampler:
     """Single-record Kafka reads within a batch's ranges (:class:`cdclake.decode.RecordSampler`).
 
-    A Kafka read takes one offset range per partition, so the points of one partition are read in rounds:
-    one read per round, each with at most one single-record range per partition.
+    The driver reads the few records itself (:meth:`KafkaRecordSource.fetch`) and hands them to Spark as a
+    local relation: no Spark job, no executor-side Kafka consumer (a Spark Kafka read of a few records
+    took 1.3 s of a 1M-event batch, and a few seconds of every small one, docs/benchmarks.md).
     """
 
     def __init__(self, source: KafkaRecordSource, spark: SparkSession, ranges: Sequence[OffsetRange]) -> None:
@@ -161,8 +218,6 @@ class KafkaSampler:
         return self.at(spread_points(self.ranges))
 
     def at(self, points: Sequence[tuple[str, int, int]]) -> DataFrame:
-        from functools import reduce
-
         inside = [point for point in points if any(r.holds(*point) for r in self.ranges)]
         if len(inside) != len(points):
             raise RecordSourceError(f"sample points outside the batch's ranges: {sorted(set(points) - set(inside))}")
@@ -173,15 +228,10 @@ class KafkaSampler:
             from cdclake.decode.records import KAFKA_RECORD_SCHEMA
 
             return self.spark.createDataFrame([], KAFKA_RECORD_SCHEMA)
-        rounds = max(len(offsets) for offsets in by_partition.values())
-        reads = [
-            self.source.read(
-                self.spark,
-                [OffsetRange(t, p, offs[i], offs[i] + 1) for (t, p), offs in by_partition.items() if i < len(offs)],
-            )
-            for i in range(rounds)
-        ]
-        return reduce(lambda a, b: a.unionByName(b), reads)
+        from cdclake.decode.records import KAFKA_RECORD_SCHEMA
+
+        rows = self.source.fetch([(t, p, o) for (t, p), offsets in sorted(by_partition.items()) for o in offsets])
+        return self.spark.createDataFrame(rows, KAFKA_RECORD_SCHEMA)
 
 
 class FrameSampler:

@@ -23,6 +23,9 @@ BASE_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
     "spark.sql.shuffle.partitions": "4",
+    # cached batches (decoded change rows, replayed records) are not compressed: gathering the compression
+    # statistics boxed every value and cost more than the memory it saved (docs/benchmarks.md)
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",

@@ -16,8 +16,9 @@ if TYPE_CHECKING:
     from pyspark import StorageLevel
     from pyspark.sql.types import StructType
 
-#: Columns of a :class:`StagedTopic` frame besides the outputs.
-RAW_COORDINATES = ("_raw_topic", "_raw_partition", "_raw_offset")
+#: Columns of a :class:`StagedTopic` frame besides the outputs: the raw record of a dead letter (null for a
+#: decoded record). Its coordinates are the outputs ``_cdc_partition`` and ``_cdc_offset``; the topic is the
+#: staged topic's own.
 RAW_RECORD = ("_raw_key", "_raw_value")
 
 #: The categories :meth:`DecodedBatch.counts` always reports (besides ``data`` and one per table and op).
@@ -32,6 +33,9 @@ COUNTED = (
     "schema_changes",
     "dead_letters",
 )
+
+#: The output holding the record's topic (a constant of each :class:`StagedTopic`, not stored in its frame).
+TOPIC_OUTPUT = "_cdc_topic"
 
 #: ``_reason`` of a record with a null value (a Kafka tombstone): counted, neither a change row nor a dead letter.
 TOMBSTONE = "tombstone"
@@ -86,17 +90,18 @@ def column(name: str) -> Column:
 class StagedTopic:
     """One data topic's decoding projection, before it is split into change rows and dead letters.
 
-    ``frame`` holds, per record, the output columns (``outputs``), the record's coordinates
-    (:data:`RAW_COORDINATES`), its raw key and value only when it is undecodable (:data:`RAW_RECORD`, null
-    otherwise, so a cached frame does not keep a second copy of every record), ``_reason`` (why the envelope
-    is unusable, or null), ``_invalid`` (a value cannot be represented) and ``_barrier`` (a free
-    nondeterministic column that keeps the optimizer from pushing the split below the projection, which would
-    compute every conversion twice).
+    ``frame`` holds, per record, the output columns (``outputs``; ``_cdc_topic`` is not in the frame, it is the
+    constant ``topic``, added by :meth:`good`), the record's raw key and value only when it is undecodable
+    (:data:`RAW_RECORD`, null otherwise, so a cached frame does not keep a second copy of every record),
+    ``_reason`` (why the envelope is unusable, or null), ``_invalid`` (a value cannot be represented) and
+    ``_barrier`` (a free nondeterministic column that keeps the optimizer from pushing the split below the
+    projection, which would call the decoder again).
     """
 
     table_id: TableId
     frame: DataFrame
     outputs: tuple[str, ...]
+    topic: str
 
     @staticmethod
     def undecodable() -> Column:
@@ -109,7 +114,8 @@ class StagedTopic:
     def good(self) -> DataFrame:
         """The change rows."""
         usable = behind_barrier(F.col("_reason").isNull() & ~F.col("_invalid"))
-        return self.frame.where(usable).select(*[column(c) for c in self.outputs])
+        topic = F.lit(self.topic).alias(TOPIC_OUTPUT)
+        return self.frame.where(usable).select(*[topic if c == TOPIC_OUTPUT else column(c) for c in self.outputs])
 
     def categories(self) -> DataFrame:
         """Per record, what :meth:`DecodedBatch.counts` counts it as: ``c`` (``data:<table>:<op>``, ...)."""
@@ -124,7 +130,10 @@ class StagedTopic:
     def dead(self) -> DataFrame:
         """The undecodable records: ``topic, partition, offset, key, value, reason``."""
         return self.frame.where(self._bad()).select(
-            *[F.col(c).alias(c.removeprefix("_raw_")) for c in (*RAW_COORDINATES, *RAW_RECORD)],
+            F.lit(self.topic).alias("topic"),
+            F.col("_cdc_partition").alias("partition"),
+            F.col("_cdc_offset").alias("offset"),
+            *[F.col(c).alias(c.removeprefix("_raw_")) for c in RAW_RECORD],
             F.coalesce(F.col("_reason"), F.lit("unrepresentable_value")).alias("reason"),
         )
 

@@ -42,6 +42,8 @@ class DecodeOptions(FrozenModel):
         schema_source: column types when value schemas are disabled.
         signal_tables: signal tables to skip, as ``<db-or-schema>.<table>`` or bare table names.
         include_before: add the decoded ``_cdc_before`` struct to table rows.
+        include_key: add the record's raw key text as ``_cdc_key`` (append-mode tables store it; it is most of
+            a decoded row's size with key schemas on, so the ingestion job leaves it out when no table keeps it).
     """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
@@ -54,3 +56,4 @@ class DecodeOptions(FrozenModel):
     schema_source: SchemaSource = Field(default_factory=NoSchemaSource)
     signal_tables: frozenset[str] = frozenset()
     include_before: bool = True
+    include_key: bool = True

@@ -29,9 +29,9 @@ from pyspark.sql import types as T
 
 from cdclake.debezium import fields as f
 from cdclake.decode.batch import (
-    RAW_COORDINATES,
     RAW_RECORD,
     TOMBSTONE,
+    TOPIC_OUTPUT,
     UNSAMPLED_MARKER,
     DecodedBatch,
     StagedTopic,
@@ -582,7 +582,7 @@ def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions, 
         out("tx_id").alias("_cdc_tx_id"),
         out("tx_total_order").alias("_cdc_tx_total_order"),
         out("tx_data_collection_order").alias("_cdc_tx_data_collection_order"),
-        F.col("topic").alias("_cdc_topic"),
+        F.col("topic").alias(TOPIC_OUTPUT),
         F.col("partition").alias("_cdc_partition"),
         F.col("offset").alias("_cdc_offset"),
         F.col("timestamp").alias("_cdc_kafka_ts"),
@@ -594,8 +594,9 @@ def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions, 
         out("keep_columns").alias("_cdc_keep_columns"),
         _header(f.HEADER_OLD_KEY).alias("_cdc_old_key"),
         _header(f.HEADER_NEW_KEY).alias("_cdc_new_key"),
-        F.col("key").alias("_cdc_key"),
     ]
+    if options.include_key:
+        meta_cols.append(F.col("key").alias("_cdc_key"))
     if dialect.document_store:
         meta_cols += [
             out("before").alias("_cdc_before"),
@@ -615,23 +616,23 @@ def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions, 
     outputs = [*data_cols, *meta_cols]
     staged = parsed.select(
         *outputs,
-        *[F.col(c).alias(f"_raw_{c}") for c in ("topic", "partition", "offset", "key", "value")],
+        *[F.col(c).alias(f"_raw_{c}") for c in ("key", "value")],
         reason.alias("_reason"),
         out("invalid").alias("_invalid"),
         _barrier(),
     )
     names = tuple(staged.columns[: len(outputs)])
-    # the raw record is only kept for the dead letters (a cached frame then holds no second copy of each record)
+    # the raw record is only kept for the dead letters (a cached frame then holds no second copy of each record),
+    # and the topic, a constant, not at all (StagedTopic adds it)
     bad = StagedTopic.undecodable()
     masked = staged.select(
-        *[column(c) for c in names],
-        *RAW_COORDINATES,
+        *[column(c) for c in names if c != TOPIC_OUTPUT],
         *[F.when(bad, F.col(c)).alias(c) for c in RAW_RECORD],
         "_reason",
         "_invalid",
         "_barrier",
     )
-    return StagedTopic(dt.table_id, masked, names)
+    return StagedTopic(dt.table_id, masked, names, dt.topic)
 
 
 def _decode_signal_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions) -> DataFrame:

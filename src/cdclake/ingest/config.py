@@ -61,4 +61,6 @@ class SourceConfig:
             topic_prefix=self.topic_prefix,
             signal_tables=self.signal_tables,
             include_before=False,  # the lake keeps after-images only (MongoDB's before document is kept anyway)
+            # only append-mode tables store the raw key (tables not in the spec are upserted)
+            include_key=any(options.mode == LakeMode.APPEND for options in self.tables.values()),
         )

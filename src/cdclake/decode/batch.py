@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import reduce
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
 from cdclake.decode.options import TableId
@@ -67,6 +69,62 @@ class TableInfo:
     schema_versions: int = 1
 
 
+#: Ops counted by :class:`TableStats`.
+STAT_OPS = ("c", "r", "u", "d", "t", "m")
+
+
+@dataclass(frozen=True)
+class TableStats:
+    """What applying a table's change rows needs to know of them first: events per op, the greatest position
+    (the batch's watermark for the table), the last truncate's position and the columns that carry an
+    unavailable-value placeholder.
+
+    The decoder's counting pass observes them (:meth:`DecodedBatch.table_stats`); the applier computes them
+    itself (one pass over the rows) when the rows it applies are not all the decoded ones.
+    """
+
+    events: dict[str, int]
+    watermark: list[int] | None
+    truncate: list[int] | None
+    keep: list[str]
+
+    @staticmethod
+    def aggregates(rows: Column | None = None) -> list[Column]:
+        """The aggregate columns the stats are read from (:meth:`from_row`), over ``rows`` (default: all)."""
+        pick = (lambda c: F.when(rows, c)) if rows is not None else (lambda c: c)
+        return [
+            *[F.count_if(pick(F.col("_cdc_op") == op)).alias(op) for op in STAT_OPS],
+            F.max(pick(F.col("_cdc_position"))).alias("top"),
+            F.max(pick(F.when(F.col("_cdc_op") == "t", F.col("_cdc_position")))).alias("truncate"),
+            F.array_distinct(F.flatten(F.collect_set(pick(F.col("_cdc_keep_columns"))))).alias("keep"),
+        ]
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> TableStats:
+        return cls(
+            events={op: int(row[op]) for op in STAT_OPS if row[op]},
+            watermark=[int(x) for x in row["top"]] if row["top"] is not None else None,
+            truncate=[int(x) for x in row["truncate"]] if row["truncate"] is not None else None,
+            keep=sorted(row["keep"] or []),
+        )
+
+    @classmethod
+    def combine(cls, parts: list[TableStats]) -> TableStats:
+        """The stats of the union of the parts' rows (a table read from several topics)."""
+        events: dict[str, int] = {}
+        for part in parts:
+            for op, n in part.events.items():
+                events[op] = events.get(op, 0) + n
+        marks = [p.watermark for p in parts if p.watermark is not None]
+        truncates = [p.truncate for p in parts if p.truncate is not None]
+        return cls(
+            events=events,
+            watermark=max(marks) if marks else None,
+            truncate=max(truncates) if truncates else None,
+            keep=sorted({k for p in parts for k in p.keep}),
+        )
+
+
 def behind_barrier(condition: Column) -> Column:
     """``condition`` on a projection that holds a ``_barrier`` column, referencing the barrier.
 
@@ -117,15 +175,22 @@ class StagedTopic:
         topic = F.lit(self.topic).alias(TOPIC_OUTPUT)
         return self.frame.where(usable).select(*[topic if c == TOPIC_OUTPUT else column(c) for c in self.outputs])
 
-    def categories(self) -> DataFrame:
-        """Per record, what :meth:`DecodedBatch.counts` counts it as: ``c`` (``data:<table>:<op>``, ...)."""
+    def categories(self, observation: Observation | None = None) -> DataFrame:
+        """Per record, what :meth:`DecodedBatch.counts` counts it as: ``c`` (``data:<table>:<op>``, ...).
+
+        With an ``observation``, the same pass observes the :class:`TableStats` of the change rows.
+        """
         data = F.concat(F.lit(f"data:{self.table_id.name}:"), F.coalesce(F.col("_cdc_op"), F.lit("None")))
         category = (
             F.when(F.col("_reason") == F.lit(TOMBSTONE), F.lit("tombstones"))
             .when(self.undecodable(), F.lit("dead_letters"))
             .otherwise(data)
         )
-        return self.frame.select(category.alias("c"))
+        frame = self.frame
+        if observation is not None:
+            change_row = F.col("_reason").isNull() & ~F.col("_invalid")
+            frame = frame.observe(observation, *TableStats.aggregates(change_row))
+        return frame.select(category.alias("c"))
 
     def dead(self) -> DataFrame:
         """The undecodable records: ``topic, partition, offset, key, value, reason``."""
@@ -186,6 +251,7 @@ class DecodedBatch:
     _other_dead: DataFrame | None = None
     _persisted: list[DataFrame] = field(default_factory=list)
     discovery: str = "pass"
+    _stats: dict[TableId, TableStats] = field(default_factory=dict)
 
     def materialise(self, level: StorageLevel | None = None) -> DecodedBatch:
         """Cache each data topic's decoding (at its first use) and rebuild ``tables`` and ``dead_letters`` on it.
@@ -204,6 +270,10 @@ class DecodedBatch:
             self._persisted.append(staged.frame)
         self.tables, self.dead_letters = assemble(self._staged, self._other_dead)
         return self
+
+    def table_stats(self, table_id: TableId) -> TableStats | None:
+        """The :class:`TableStats` of a table's change rows, observed by :meth:`counts` (None before it)."""
+        return self._stats.get(table_id)
 
     def release(self) -> None:
         """Drop the caches :meth:`materialise` made."""
@@ -226,7 +296,8 @@ class DecodedBatch:
             UnsampledRecordsError: the batch was decoded from a discovery sample that missed some of its
                 records (a topic or a schema version); decode it with ``sample_only=False``.
         """
-        frames = [*(s.categories() for s in self._staged), *self._categories]
+        observations = [Observation(f"cdclake-stats-{uuid.uuid4().hex}") for _ in self._staged]
+        frames = [*(s.categories(o) for s, o in zip(self._staged, observations, strict=True)), *self._categories]
         try:
             rows = reduce(DataFrame.union, frames).groupBy("c").agg(F.count(F.lit(1)).alias("n")).collect()
         except Exception as exc:  # a Spark error, converted by PySpark (or not, on older builds)
@@ -235,6 +306,10 @@ class DecodedBatch:
             message = str(exc).split(UNSAMPLED_MARKER, 1)[1].split("SQLSTATE", 1)[0].strip()
             raise UnsampledRecordsError(message) from None
         found = {row["c"]: int(row["n"]) for row in rows}
+        parts: dict[TableId, list[TableStats]] = {}
+        for staged, observation in zip(self._staged, observations, strict=True):
+            parts.setdefault(staged.table_id, []).append(TableStats.from_row(observation.get))
+        self._stats = {table_id: TableStats.combine(p) for table_id, p in parts.items()}
         out = {name: found.pop(name, 0) for name in COUNTED}
         out.update(found)
         out["data"] = sum(found.values())

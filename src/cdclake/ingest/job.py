@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from cdclake.connectors.spec import SchemaPolicy
 from cdclake.decode import STRING_RECORD_SCHEMA, DecodedBatch, TableId, decode_counted
+from cdclake.decode.batch import TableStats
 from cdclake.decode.records import HEADER_TYPE, normalise_records
 from cdclake.exceptions import SchemaEvolutionError
 from cdclake.ingest.config import SourceConfig
@@ -285,6 +286,9 @@ def run_batch(
             for table_id, frame in sorted(decoded.tables.items(), key=lambda kv: kv[0].name):
                 info = decoded.table_info[table_id]
                 applier = TableApplier(spark, info, source.lake_options(table_id), batch_props)
+                # the counting pass observed the stats of all the table's decoded rows: they hold when every
+                # one of them is applied (no cut in the table's topics, no released records among them)
+                whole = not replays and not any(topic in info.topics for topic, _ in cuts)
                 result, outcome = _apply_table(
                     spark,
                     source,
@@ -297,6 +301,7 @@ def run_batch(
                     batch_id,
                     redo,
                     blocked.get(applier.identifier),
+                    decoded.table_stats(table_id) if whole else None,
                 )
                 if applier.identifier in discards:
                     held, outcome = discards[applier.identifier]
@@ -373,6 +378,7 @@ def _apply_table(
     batch_id: str,
     redo: bool,
     blocked: str | None = None,
+    stats: TableStats | None = None,
 ) -> tuple[TableResult, ReleaseRecord | None]:
     """Apply one table's events; hold them when it is quarantined; apply its pending release.
 
@@ -381,6 +387,7 @@ def _apply_table(
         own: the same without released held records (what is held if the table is quarantined).
         state: the table's quarantine state, if it is quarantined.
         blocked: why its pending release cannot be applied in this batch (see :func:`_cuts_among_held`).
+        stats: the :class:`TableStats` of ``frame``, when known.
 
     Returns:
         The table's result and, when a release was pending, its outcome row.
@@ -418,7 +425,7 @@ def _apply_table(
         else:
             applier.options = applier.options.model_copy(update={"schema_policy": SchemaPolicy.EVOLVE})
     try:
-        result = applier.apply(frame, batch_id, redo=redo)
+        result = applier.apply(frame, batch_id, redo=redo, stats=stats)
     except SchemaEvolutionError as exc:
         if release is None and applier.options.schema_policy is SchemaPolicy.FAIL:
             raise

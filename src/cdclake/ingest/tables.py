@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdclake.connectors.spec import LakeMode, LakeOptions, PartitionField, SchemaPolicy
-from cdclake.decode.batch import TableInfo
+from cdclake.decode.batch import TableInfo, TableStats
 from cdclake.exceptions import SchemaEvolutionError
 from cdclake.ingest import apply, mongo
 from cdclake.ingest.faults import checkpoint
@@ -77,14 +77,6 @@ def snapshot_properties(spark: SparkSession, props: dict[str, str]) -> Iterator[
     """Put ``props`` into the summary of every Iceberg commit made inside the block."""
     with temporary_conf(spark, {SNAPSHOT_PROPERTY + key: value for key, value in props.items()}):
         yield
-
-
-@dataclass(frozen=True)
-class _Stats:
-    events: dict[str, int]
-    watermark: list[int] | None
-    truncate: list[int] | None
-    keep: list[str]
 
 
 @dataclass
@@ -151,9 +143,16 @@ class TableApplier:
     def _exists(self, name: str) -> bool:
         return bool(self.spark.catalog.tableExists(name.replace("`", "")))
 
-    def _properties(self) -> dict[str, str]:
-        rows = self.spark.sql(f"SHOW TBLPROPERTIES {self.name}").collect()
+    def _properties(self, name: str | None = None) -> dict[str, str]:
+        rows = self.spark.sql(f"SHOW TBLPROPERTIES {name or self.name}").collect()
         return {r["key"]: r["value"] for r in rows}
+
+    def _never_written(self, name: str) -> bool:
+        """True when the table has no snapshot yet (created, never committed to: it holds nothing).
+
+        Table metadata only (Iceberg's ``current-snapshot-id`` property): no Spark job.
+        """
+        return self._properties(name).get("current-snapshot-id", "none") == "none"
 
     def batch_already_applied(self, batch_id: str) -> bool:
         """True when a snapshot of this table carries ``cdc.batch-id`` = ``batch_id`` (a redo after a crash)."""
@@ -266,18 +265,21 @@ class TableApplier:
             )
         return frame.select(*cols, *[F.col(c) for c in frame.columns if c.startswith("_cdc_")])
 
-    def apply(self, frame: DataFrame, batch_id: str, redo: bool = True) -> TableResult:
+    def apply(
+        self, frame: DataFrame, batch_id: str, redo: bool = True, stats: TableStats | None = None
+    ) -> TableResult:
         """Apply the batch's change rows of this table.
 
         ``frame`` is read several times: it should read cached rows (the job's come from
-        :meth:`cdclake.decode.DecodedBatch.materialise`).
+        :meth:`cdclake.decode.DecodedBatch.materialise`). ``stats``: its :class:`TableStats`, when known
+        (:meth:`cdclake.decode.DecodedBatch.table_stats`); else one pass over ``frame`` computes them.
 
         Raises:
             SchemaEvolutionError: see :meth:`ensure_table`.
         """
         result = TableResult(table=self.identifier, mode=self.options.mode.value)
         frame = self._conform(frame)
-        stats = self._stats(frame)
+        stats = stats if stats is not None else self._stats(frame)
         result.events = stats.events
         result.watermark = stats.watermark
         if not stats.events:  # everything held back (transaction-consistent mode) or nothing decoded
@@ -298,21 +300,9 @@ class TableApplier:
             self._upsert(frame, props, result, stats)
         return result
 
-    def _stats(self, frame: DataFrame) -> _Stats:
+    def _stats(self, frame: DataFrame) -> TableStats:
         """Events per op, greatest position, last truncate and placeholder columns: one Spark job."""
-        ops = ("c", "r", "u", "d", "t", "m")
-        row = frame.agg(
-            *[F.count_if(F.col("_cdc_op") == op).alias(op) for op in ops],
-            F.max("_cdc_position").alias("top"),
-            F.max(F.when(F.col("_cdc_op") == "t", F.col("_cdc_position"))).alias("truncate"),
-            F.array_distinct(F.flatten(F.collect_set("_cdc_keep_columns"))).alias("keep"),
-        ).collect()[0]
-        return _Stats(
-            events={op: int(row[op]) for op in ops if row[op]},
-            watermark=[int(x) for x in row["top"]] if row["top"] is not None else None,
-            truncate=[int(x) for x in row["truncate"]] if row["truncate"] is not None else None,
-            keep=sorted(row["keep"] or []),
-        )
+        return TableStats.from_row(frame.agg(*TableStats.aggregates()).collect()[0])
 
     def _append_rows(self, rows: DataFrame, props: dict[str, str]) -> None:
         """Append ``rows`` shaped as the table's rows (:func:`apply.insert_frame`), ``props`` in the commit."""
@@ -327,7 +317,7 @@ class TableApplier:
         result.applied = sum(result.events.values())
         result.applied_by_op = dict(result.events)
 
-    def _upsert(self, frame: DataFrame, props: dict[str, str], result: TableResult, stats: _Stats) -> None:
+    def _upsert(self, frame: DataFrame, props: dict[str, str], result: TableResult, stats: TableStats) -> None:
         keys = self.info.key_columns
         data_cols = [f.name for f in self.info.schema.fields]
         truncated_at = self._handle_truncate(stats.truncate)
@@ -342,15 +332,25 @@ class TableApplier:
             )
         else:
             latest = apply.latest_per_key(events, keys, data_cols, keep)
-        stored = self.spark.table(self.name).select(*[f"`{k}`" for k in keys], "_cdc_position")
-        tombs = self.spark.table(self.tombstones).select(*[f"`{k}`" for k in keys], "_cdc_position")
-        # the batch's keys narrow the stored positions before the join when they fit in a broadcast
-        narrow = sum(stats.events.values()) <= BROADCAST_KEYS_MAX_EVENTS
-        if narrow:
-            latest = latest.localCheckpoint(eager=True)  # computed once, for the broadcast and the join
-        # materialised with its lineage cut: a MERGE whose source plan still scans the target table
-        # can silently match nothing (seen with Iceberg 1.11 merge-on-read deletes)
-        marked = apply.mark_stale(latest, stored, tombs, keys, broadcast_keys=narrow).localCheckpoint(eager=True)
+        if self._never_written(self.name) and self._never_written(self.tombstones):
+            # a table's first batch (its initial snapshot, typically the largest): nothing stored, nothing
+            # deleted before, so no event is stale and every key is new; no join against the empty tables
+            marked = (
+                latest.withColumn(apply.STALE, F.lit(False))
+                .withColumn(apply.IN_TARGET, F.lit(False))
+                .localCheckpoint(eager=True)
+            )
+            narrow = False
+        else:
+            stored = self.spark.table(self.name).select(*[f"`{k}`" for k in keys], "_cdc_position")
+            tombs = self.spark.table(self.tombstones).select(*[f"`{k}`" for k in keys], "_cdc_position")
+            # the batch's keys narrow the stored positions before the join when they fit in a broadcast
+            narrow = sum(stats.events.values()) <= BROADCAST_KEYS_MAX_EVENTS
+            if narrow:
+                latest = latest.localCheckpoint(eager=True)  # computed once, for the broadcast and the join
+            # materialised with its lineage cut: a MERGE whose source plan still scans the target table
+            # can silently match nothing (seen with Iceberg 1.11 merge-on-read deletes)
+            marked = apply.mark_stale(latest, stored, tombs, keys, broadcast_keys=narrow).localCheckpoint(eager=True)
         try:
             split = {
                 (r["_cdc_op"], r[apply.STALE], r[apply.IN_TARGET]): int(r["count"])
@@ -421,7 +421,7 @@ class TableApplier:
         finally:
             rows.unpersist()
 
-    def _scd2(self, frame: DataFrame, props: dict[str, str], result: TableResult, stats: _Stats) -> None:
+    def _scd2(self, frame: DataFrame, props: dict[str, str], result: TableResult, stats: TableStats) -> None:
         """History mode: every change becomes a version with ``_cdc_valid_from``/``_cdc_valid_to`` positions."""
         keys = self.info.key_columns
         data_cols = [f.name for f in self.info.schema.fields]

@@ -5,6 +5,10 @@ Every batch writes two rows: ``planned`` (its exact offset ranges, before any ta
 at the ``next_offsets`` of the last committed row; a ``planned`` row without its ``committed`` row
 is a batch interrupted by a crash, and the next run redoes exactly those ranges.
 
+The job reads and writes the ledger through pyiceberg, on the same catalog as its Spark session: a few
+rows, read and appended in tens of milliseconds, where a Spark query and an Iceberg write from Spark
+cost seconds of every batch (docs/benchmarks.md). Each row is its own Iceberg commit, as before.
+
 Besides the summary JSON (kept for compatibility), the ``committed`` row carries typed columns
 (:data:`BATCH_COLUMNS`): records and dead letters, the offset range of every topic-partition, per
 table and op the events decoded / held (incomplete transactions) / applied / skipped (stale) /
@@ -21,11 +25,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from cdclake.ingest.naming import AUDIT_NAMESPACE, audit_table
+from cdclake.ingest.naming import audit_table, unquote
 from cdclake.ingest.plan import OffsetRange, TopicPartition, ranges_from_json, ranges_to_json
-from cdclake.lake.catalog import CATALOG_NAME
+from cdclake.lake.catalog import CATALOG_NAME, LakeConfig
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
     from pyspark.sql import SparkSession
 
 BATCHES = "batches"
@@ -56,21 +63,44 @@ BATCH_COLUMNS: tuple[tuple[str, str], ...] = (
     ("phase_seconds", "MAP<STRING, DOUBLE>"),
 )
 
-BATCHES_DDL = (
-    """CREATE TABLE IF NOT EXISTS {name} (
-  source STRING NOT NULL,
-  batch_id STRING NOT NULL,
-  seq BIGINT NOT NULL,
-  status STRING NOT NULL,
-  ranges STRING,
-  next_offsets STRING,
-  recorded_at TIMESTAMP,
-  summary STRING,
-  """
-    + ",\n  ".join(f"{n} {t}" for n, t in BATCH_COLUMNS)
-    + f"""
-) USING iceberg TBLPROPERTIES ('format-version'='2', 'comment'='cdclake batch ledger ({PLANNED}/{COMMITTED} rows)')"""
-)
+def ledger_schema() -> pa.Schema:
+    """The ledger's columns: the eight of every ledger, then :data:`BATCH_COLUMNS` (their Spark SQL types as
+    Arrow types; an older ledger gets the ones it lacks, see :meth:`BatchLedger.ensure`)."""
+    import pyarrow as pa
+
+    text = pa.string()
+    offset_range = pa.struct(
+        [("topic", text), ("partition", pa.int32()), ("start_offset", pa.int64()), ("end_offset", pa.int64()),
+         ("next_offset", pa.int64()), ("dead_lettered", pa.int64())]
+    )  # fmt: skip
+    table_count = pa.struct(
+        [("table", text), ("op", text), ("decoded", pa.int64()), ("held", pa.int64()), ("applied", pa.int64()),
+         ("skipped", pa.int64()), ("quarantined", pa.int64()), ("dead_lettered", pa.int64())]
+    )  # fmt: skip
+    typed = {
+        "records": pa.int64(),
+        "dead_lettered": pa.int64(),
+        "offset_ranges": pa.list_(offset_range),
+        "table_counts": pa.list_(table_count),
+        "tx_complete": pa.int64(),
+        "tx_held": pa.int64(),
+        "tx_mismatched": pa.int64(),
+        "tx_expired": pa.int64(),
+        "phase_seconds": pa.map_(text, pa.float64()),
+    }
+    return pa.schema(
+        [
+            pa.field("source", text, nullable=False),
+            pa.field("batch_id", text, nullable=False),
+            pa.field("seq", pa.int64(), nullable=False),
+            pa.field("status", text, nullable=False),
+            pa.field("ranges", text),
+            pa.field("next_offsets", text),
+            pa.field("recorded_at", pa.timestamp("us", tz="UTC")),
+            pa.field("summary", text),
+            *[pa.field(name, typed[name]) for name, _ in BATCH_COLUMNS],
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -188,31 +218,71 @@ def batch_columns(rec: BatchRecord, summary: Mapping[str, Any] | None) -> dict[s
 
 
 class BatchLedger:
-    """Reads and appends the ledger rows of one source."""
+    """Reads and appends the ledger rows of one source (through pyiceberg, see the module docstring).
 
-    def __init__(self, spark: SparkSession, source: str) -> None:
+    Args:
+        spark: the job's session; its lake catalog is the one opened (:meth:`LakeConfig.from_spark_conf`).
+        source: the source id.
+        lake: the lake, when known (default: the session's).
+    """
+
+    #: Commits retried when another writer (a concurrent batch of another source) committed first.
+    COMMIT_ATTEMPTS = 5
+
+    def __init__(self, spark: SparkSession, source: str, lake: LakeConfig | None = None) -> None:
         self.spark = spark
         self.source = source
         self.name = audit_table(BATCHES)
+        self._lake = lake
 
-    _ensured: set[tuple[str, str]] = set()
+    _ensured: set[tuple[str, tuple[str, ...]]] = set()
+    _catalogs: dict[str, Catalog] = {}
+
+    @property
+    def identifier(self) -> tuple[str, ...]:
+        """The ledger's identifier without the catalog (what pyiceberg takes)."""
+        parts = unquote(self.name)
+        return parts[1:] if parts[0] == CATALOG_NAME else parts
+
+    def _catalog(self) -> Catalog:
+        from pyiceberg.catalog import load_catalog
+
+        lake = self._lake or LakeConfig.from_spark_conf(dict(self.spark.sparkContext.getConf().getAll()))
+        props = lake.pyiceberg_properties()
+        key = json.dumps(props, sort_keys=True)
+        if key not in BatchLedger._catalogs:
+            BatchLedger._catalogs[key] = load_catalog(**props)
+        return BatchLedger._catalogs[key]
+
+    def _table(self) -> Table:
+        return self._catalog().load_table(self.identifier)
 
     def ensure(self) -> None:
-        """Create the audit namespace and the ledger table (or add the typed columns an older ledger lacks),
-        once per Spark application."""
-        marker = (self.spark.sparkContext.applicationId, self.name)
+        """Create the audit namespace and the ledger table, or add the typed columns an older ledger lacks
+        (once per process and lake)."""
+        catalog = self._catalog()
+        marker = (str(catalog.properties.get("uri")), self.identifier)
         if marker in BatchLedger._ensured:
             return
-        self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG_NAME}.{AUDIT_NAMESPACE}")
-        self.spark.sql(BATCHES_DDL.format(name=self.name))
-        add_missing_columns(self.spark, self.name, BATCH_COLUMNS)
+        catalog.create_namespace_if_not_exists(self.identifier[:-1])
+        schema = ledger_schema()
+        table = catalog.create_table_if_not_exists(
+            self.identifier,
+            schema=schema,
+            properties={"format-version": "2", "comment": f"cdclake batch ledger ({PLANNED}/{COMMITTED} rows)"},
+        )
+        present = {f.name for f in table.schema().fields}
+        if any(name not in present for name in schema.names):
+            with table.update_schema() as update:
+                update.union_by_name(schema)
         BatchLedger._ensured.add(marker)
 
     def last(self) -> tuple[BatchRecord | None, BatchRecord | None]:
         """(last committed batch, interrupted batch to redo or None)."""
-        rows = (
-            self.spark.table(self.name).where(f"source = '{self.source.replace(chr(39), '')}'").orderBy("seq").collect()
-        )
+        from pyiceberg.expressions import EqualTo
+
+        fields = ("source", "batch_id", "seq", "status", "ranges", "next_offsets", "recorded_at")
+        rows = self._table().scan(row_filter=EqualTo("source", self.source), selected_fields=fields).to_arrow()
         records = [
             BatchRecord(
                 source=row["source"],
@@ -221,9 +291,9 @@ class BatchLedger:
                 status=row["status"],
                 ranges=ranges_from_json(row["ranges"]) if row["ranges"] else [],
                 next_offsets=_offsets_from_json(row["next_offsets"]),
-                recorded_at=row["recorded_at"],
+                recorded_at=_local(row["recorded_at"]),
             )
-            for row in rows
+            for row in sorted(rows.to_pylist(), key=lambda r: r["seq"])
         ]
         done = {r.batch_id for r in records if r.status == COMMITTED}
         committed = max((r for r in records if r.status == COMMITTED), key=lambda r: r.seq, default=None)
@@ -243,8 +313,15 @@ class BatchLedger:
         rec: BatchRecord,
         summary: dict[str, Any] | None = None,
     ) -> datetime:
-        """Append a row (summary JSON and its typed columns); returns its ``recorded_at`` (naive local time,
-        as PySpark returns timestamps)."""
+        """Append a row (summary JSON and its typed columns) in a commit of its own carrying
+        ``cdc.batch-id``; returns its ``recorded_at`` (naive local time, as PySpark returns timestamps).
+
+        Raises:
+            CommitFailedException: when other writers kept committing first (after :data:`COMMIT_ATTEMPTS`).
+        """
+        import pyarrow as pa
+        from pyiceberg.exceptions import CommitFailedException
+
         recorded_at = rec.recorded_at or datetime.now()
         values = {
             "source": rec.source,
@@ -253,11 +330,26 @@ class BatchLedger:
             "status": rec.status,
             "ranges": ranges_to_json(rec.ranges),
             "next_offsets": _offsets_to_json(rec.next_offsets),
-            "recorded_at": recorded_at,
+            "recorded_at": recorded_at.astimezone(UTC),
             "summary": json.dumps(summary, sort_keys=True, default=str) if summary is not None else None,
             **batch_columns(rec, summary),
         }
-        schema = self.spark.table(self.name).schema
-        frame = self.spark.createDataFrame([tuple(values.get(f.name) for f in schema.fields)], schema)
-        frame.writeTo(self.name).option("snapshot-property.cdc.batch-id", rec.batch_id).append()
+        if values["phase_seconds"] is not None:
+            values["phase_seconds"] = list(values["phase_seconds"].items())
+        for attempt in range(1, self.COMMIT_ATTEMPTS + 1):
+            table = self._table()
+            row = pa.Table.from_pylist([values], schema=table.schema().as_arrow())
+            try:
+                table.append(row, snapshot_properties={"cdc.batch-id": rec.batch_id})
+                break
+            except CommitFailedException:
+                if attempt == self.COMMIT_ATTEMPTS:
+                    raise
+        # the session's Iceberg catalog caches tables: its later reads of the ledger must see this row
+        self.spark.catalog.refreshTable(self.name)
         return recorded_at
+
+
+def _local(value: datetime | None) -> datetime | None:
+    """An aware timestamp as naive local time (what PySpark returns for a Spark TIMESTAMP)."""
+    return None if value is None else value.astimezone().replace(tzinfo=None)

@@ -17,6 +17,7 @@ Environment variables: ``CDC_LAKE_KIND`` (``embedded`` | ``rest``), ``CDC_LAKE_D
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -80,6 +81,33 @@ class LakeConfig:
         if s3:
             s3["s3.path-style-access"] = "true"
         return cls(kind="rest", uri=uri, warehouse=os.environ.get("CDC_LAKE_WAREHOUSE"), s3=s3)
+
+    @classmethod
+    def from_spark_conf(cls, conf: Mapping[str, str]) -> LakeConfig:
+        """The lake a Spark session opens as catalog :data:`CATALOG_NAME` (the inverse of :meth:`spark_conf`).
+
+        Args:
+            conf: the session's settings (``dict(spark.sparkContext.getConf().getAll())``).
+
+        Raises:
+            ConfigError: the session has no such catalog, or one of another kind.
+        """
+        prefix = f"spark.sql.catalog.{CATALOG_NAME}"
+        kind = conf.get(f"{prefix}.type")
+        if kind == "jdbc":
+            uri = conf.get(f"{prefix}.uri", "")
+            if not uri.startswith("jdbc:sqlite:"):
+                raise ConfigError(f"{prefix}.uri={uri!r} is not the embedded lake's SQLite catalog")
+            db = Path(uri.removeprefix("jdbc:sqlite:").split("?", 1)[0])
+            return cls(kind="embedded", root=db.parent, warehouse=conf.get(f"{prefix}.warehouse"))
+        if kind == "rest":
+            s3 = {
+                key.removeprefix(prefix + "."): value
+                for key, value in conf.items()
+                if key.startswith(f"{prefix}.s3.")
+            }
+            return cls(kind="rest", uri=conf.get(f"{prefix}.uri"), warehouse=conf.get(f"{prefix}.warehouse"), s3=s3)
+        raise ConfigError(f"the Spark session has no cdclake lake catalog ({prefix}.type is {kind!r})")
 
     # -- embedded layout -------------------------------------------------------------------------
     @property

@@ -6,7 +6,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cdclake.ingest.plan import OffsetRange
-from cdclake.ingest.state import BATCH_COLUMNS, BATCHES_DDL, COMMITTED, PLANNED, BatchLedger, BatchRecord
+from cdclake.ingest.state import BATCH_COLUMNS, COMMITTED, PLANNED, BatchLedger, BatchRecord
 
 pytestmark = pytest.mark.spark
 
@@ -26,8 +26,11 @@ def test_an_old_ledger_gets_the_typed_columns_and_committed_rows_fill_them(spark
     ledger = BatchLedger(spark, "pg")
     ledger.name = old
     ledger.ensure()
+    spark.catalog.refreshTable(old)
     assert spark.table(old).columns == [*OLD_COLUMNS, *(name for name, _ in BATCH_COLUMNS)]
-    spark.sql(BATCHES_DDL.format(name=fresh))
+    created = BatchLedger(spark, "pg")
+    created.name = fresh
+    created.ensure()
     assert spark.table(old).schema == spark.table(fresh).schema  # evolved in place = created today
 
     items = "pg.inventory.items"
@@ -59,7 +62,8 @@ def test_an_old_ledger_gets_the_typed_columns_and_committed_rows_fill_them(spark
     }
     planned_range = {"topic": items, "partition": 0, "start_offset": 0, "end_offset": 5, "next_offset": 5}
     assert got[("b1", "planned")]["offset_ranges"] == [planned_range | {"dead_lettered": None}]
-    assert got[("b1", "planned")]["table_counts"] is None
+    # no counts on a planned row (pyiceberg writes a null list of structs as an empty one)
+    assert not got[("b1", "planned")]["table_counts"]
     committed = got[("b1", "committed")]
     assert committed == {
         "source": "pg",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -78,6 +79,24 @@ def session_conf(lake: LakeConfig, extra: Mapping[str, str] | None = None) -> di
     return conf
 
 
+def _preload_lake_client() -> None:
+    """Import pyiceberg's catalog and Arrow IO (about 3 s of Python imports) in a background thread.
+
+    The ingestion job reads and writes its ledger through pyiceberg (:mod:`cdclake.ingest.state`); started
+    before the driver JVM, the imports run while the JVM starts, on the core it leaves idle.
+    """
+
+    def load() -> None:
+        try:
+            import pyiceberg.catalog.sql  # noqa: F401
+            import pyiceberg.expressions  # noqa: F401
+            import pyiceberg.io.pyarrow  # noqa: F401
+        except Exception:  # noqa: BLE001 - only a head start; the real import reports any problem
+            logger.debug("pyiceberg preload failed", exc_info=True)
+
+    threading.Thread(target=load, name="cdclake-preload", daemon=True).start()
+
+
 def build_spark_session(
     app_name: str = "cdclake",
     *,
@@ -122,6 +141,7 @@ def build_spark_session(
             conf = with_driver_options(conf, local_driver_options() if driver_options is None else driver_options)
     for key, value in conf.items():
         builder = builder.config(key, value)
+    _preload_lake_client()
     spark = builder.getOrCreate()
     logger.info("spark session %s (%s) on lake %s", app_name, spark.sparkContext.applicationId, lake.kind)
     return spark

@@ -76,8 +76,8 @@ STAT_OPS = ("c", "r", "u", "d", "t", "m")
 @dataclass(frozen=True)
 class TableStats:
     """What applying a table's change rows needs to know of them first: events per op, the greatest position
-    (the batch's watermark for the table), the last truncate's position and the columns that carry an
-    unavailable-value placeholder.
+    (the batch's watermark for the table), the last truncate's position, the columns that carry an
+    unavailable-value placeholder, and how many rows belong to a transaction.
 
     The decoder's counting pass observes them (:meth:`DecodedBatch.table_stats`); the applier computes them
     itself (one pass over the rows) when the rows it applies are not all the decoded ones.
@@ -87,6 +87,8 @@ class TableStats:
     watermark: list[int] | None
     truncate: list[int] | None
     keep: list[str]
+    #: change rows that carry a transaction id (none: the table has nothing for transaction gathering)
+    transactional: int = 0
 
     @staticmethod
     def aggregates(rows: Column | None = None) -> list[Column]:
@@ -97,6 +99,7 @@ class TableStats:
             F.max(pick(F.col("_cdc_position"))).alias("top"),
             F.max(pick(F.when(F.col("_cdc_op") == "t", F.col("_cdc_position")))).alias("truncate"),
             F.array_distinct(F.flatten(F.collect_set(pick(F.col("_cdc_keep_columns"))))).alias("keep"),
+            F.count_if(pick(F.col("_cdc_tx_id").isNotNull())).alias("transactional"),
         ]
 
     @classmethod
@@ -106,6 +109,7 @@ class TableStats:
             watermark=[int(x) for x in row["top"]] if row["top"] is not None else None,
             truncate=[int(x) for x in row["truncate"]] if row["truncate"] is not None else None,
             keep=sorted(row["keep"] or []),
+            transactional=int(row["transactional"] or 0),
         )
 
     @classmethod
@@ -122,6 +126,7 @@ class TableStats:
             watermark=max(marks) if marks else None,
             truncate=max(truncates) if truncates else None,
             keep=sorted({k for p in parts for k in p.keep}),
+            transactional=sum(p.transactional for p in parts),
         )
 
 

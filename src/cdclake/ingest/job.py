@@ -251,8 +251,11 @@ def run_batch(
             logger.warning("source %s batch %s table %s: schema cut: %s", source.name, batch_id, table_name, reason)
         # the counts say which side outputs are empty: no Spark job is run for those below
         has = {name: summary.counts.get(name, 0) > 0 for name in ("transactions", "schema_changes", "dead_letters")}
+        # tables none of whose rows carries a transaction id (seen by the counting pass) have nothing to gather
+        stats = {t: decoded.table_stats(t) for t in own}
+        carrying = [f for t, f in own.items() if stats[t] is None or stats[t].transactional]
         tx_plan = decide(
-            gather(own.values(), decoded.transactions if has["transactions"] else None, source.signal_tables),
+            gather(carrying, decoded.transactions if has["transactions"] else None, source.signal_tables),
             cut_offsets(end_offsets(ranges), schema_cuts),
             now=planned_at,
             max_incomplete_age=timedelta(seconds=source.max_incomplete_age_s),

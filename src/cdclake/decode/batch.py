@@ -287,7 +287,8 @@ class DecodedBatch:
         self._persisted.clear()
 
     def counts(self) -> dict[str, int]:
-        """Count every category in one Spark job (an aggregation over the union of the categories).
+        """Count every category in one Spark job, a single stage with no shuffle: the pass over the union of
+        the categories writes nothing and observes a count per category (and each table's :class:`TableStats`).
 
         Every record of the batch is in exactly one category: the data topics' projections give change rows,
         tombstones and dead letters; the other topics' frames (built by the decoder) give the rest.
@@ -303,14 +304,27 @@ class DecodedBatch:
         """
         observations = [Observation(f"cdclake-stats-{uuid.uuid4().hex}") for _ in self._staged]
         frames = [*(s.categories(o) for s, o in zip(self._staged, observations, strict=True)), *self._categories]
+        names = [*COUNTED, *{f"data:{s.table_id.name}:{op}": None for s in self._staged for op in (*STAT_OPS, "None")}]
+        counted = Observation(f"cdclake-counts-{uuid.uuid4().hex}")
+        category = F.col("c")
+        union = reduce(DataFrame.union, frames).observe(
+            counted,
+            *[F.count_if(category == F.lit(name)).alias(f"n{i}") for i, name in enumerate(names)],
+            F.count_if(~category.isin(*names)).alias("unnamed"),
+        )
         try:
-            rows = reduce(DataFrame.union, frames).groupBy("c").agg(F.count(F.lit(1)).alias("n")).collect()
+            union.write.format("noop").mode("overwrite").save()
         except Exception as exc:  # a Spark error, converted by PySpark (or not, on older builds)
             if UNSAMPLED_MARKER not in str(exc):
                 raise
             message = str(exc).split(UNSAMPLED_MARKER, 1)[1].split("SQLSTATE", 1)[0].strip()
             raise UnsampledRecordsError(message) from None
-        found = {row["c"]: int(row["n"]) for row in rows}
+        seen = counted.get
+        if seen["unnamed"]:  # a category this method did not foresee: count them all by name (another pass)
+            rows = reduce(DataFrame.union, frames).groupBy("c").agg(F.count(F.lit(1)).alias("n")).collect()
+            found = {row["c"]: int(row["n"]) for row in rows}
+        else:
+            found = {name: int(seen[f"n{i}"]) for i, name in enumerate(names) if seen[f"n{i}"]}
         parts: dict[TableId, list[TableStats]] = {}
         for staged, observation in zip(self._staged, observations, strict=True):
             parts.setdefault(staged.table_id, []).append(TableStats.from_row(observation.get))

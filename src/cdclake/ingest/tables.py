@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -332,12 +334,23 @@ class TableApplier:
             )
         else:
             latest = apply.latest_per_key(events, keys, data_cols, keep)
-        if self._never_written(self.name) and self._never_written(self.tombstones):
+        # events per (op, stale, key in the table), observed while the marked events are materialised
+        observed = Observation(f"cdclake-marked-{uuid.uuid4().hex}")
+        splits = [(op, stale, present) for op in apply.ROW_OPS for stale in (False, True) for present in (False, True)]
+        tallies = [
+            F.count_if(
+                (F.col("_cdc_op") == op) & (F.col(apply.STALE) == F.lit(stale)) & (F.col(apply.IN_TARGET) == F.lit(present))
+            ).alias(f"n{i}")
+            for i, (op, stale, present) in enumerate(splits)
+        ]
+        first_batch = self._never_written(self.name) and self._never_written(self.tombstones)
+        if first_batch:
             # a table's first batch (its initial snapshot, typically the largest): nothing stored, nothing
             # deleted before, so no event is stale and every key is new; no join against the empty tables
             marked = (
                 latest.withColumn(apply.STALE, F.lit(False))
                 .withColumn(apply.IN_TARGET, F.lit(False))
+                .observe(observed, *tallies)
                 .localCheckpoint(eager=True)
             )
             narrow = False
@@ -350,12 +363,14 @@ class TableApplier:
                 latest = latest.localCheckpoint(eager=True)  # computed once, for the broadcast and the join
             # materialised with its lineage cut: a MERGE whose source plan still scans the target table
             # can silently match nothing (seen with Iceberg 1.11 merge-on-read deletes)
-            marked = apply.mark_stale(latest, stored, tombs, keys, broadcast_keys=narrow).localCheckpoint(eager=True)
+            marked = (
+                apply.mark_stale(latest, stored, tombs, keys, broadcast_keys=narrow)
+                .observe(observed, *tallies)
+                .localCheckpoint(eager=True)
+            )
         try:
-            split = {
-                (r["_cdc_op"], r[apply.STALE], r[apply.IN_TARGET]): int(r["count"])
-                for r in marked.groupBy("_cdc_op", apply.STALE, apply.IN_TARGET).count().collect()
-            }
+            tally = observed.get
+            split = {key: int(tally[f"n{i}"]) for i, key in enumerate(splits) if tally[f"n{i}"]}
             counts: dict[tuple[str, bool], int] = {}
             for (op, stale, _), n in split.items():
                 counts[(op, stale)] = counts.get((op, stale), 0) + n
@@ -363,8 +378,16 @@ class TableApplier:
             fresh = marked.where(~F.col(apply.STALE)).drop(apply.STALE)
             tag = abs(hash(self.name))
             if counts.get(("d", False)):
-                fresh.createOrReplaceTempView(f"cdc_batch_{tag}")
-                self.spark.sql(apply.tombstone_merge_sql(self.tombstones, f"cdc_batch_{tag}", keys))
+                if first_batch:  # no tombstone yet: every deleted key's is new
+                    deletes = fresh.where(F.col("_cdc_op") == "d").select(
+                        *[F.col(f"`{k}`") for k in keys],
+                        F.col("_cdc_position"),
+                        F.current_timestamp().alias("_cdc_deleted_at"),
+                    )
+                    deletes.writeTo(self.tombstones).append()
+                else:
+                    fresh.createOrReplaceTempView(f"cdc_batch_{tag}")
+                    self.spark.sql(apply.tombstone_merge_sql(self.tombstones, f"cdc_batch_{tag}", keys))
             matched = sum(n for (_, stale, present), n in split.items() if present and not stale)
             added = sum(n for (op, stale, present), n in split.items() if not present and not stale and op != "d")
             self._write_upsert(fresh, props, matched, added, data_cols, keep, tag)

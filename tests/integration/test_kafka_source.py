@@ -65,6 +65,10 @@ def test_ranges_are_read_exactly_and_a_topic_filter_reads_only_that_topic(
         [(topics[1], 1, 5)],
     )
     assert spread == first + second + third
+    # the same records in the driver, without a Spark job (discovery from the sample uses these)
+    rows = sampler.spread_rows()
+    assert sorted((r.topic, r.partition, r.offset) for r in rows) == spread
+    assert all(r.value == f"{r.topic}:{2 * r.offset + r.partition}" and r.key is not None for r in rows)
     points = [(topics[0], 1, 0), (topics[0], 1, 4), (topics[0], 0, 2), (topics[1], 1, 5)]
     at = sampler.at(points)
     assert sorted((r["topic"], r["partition"], r["offset"]) for r in at.collect()) == sorted(points)

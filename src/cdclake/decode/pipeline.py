@@ -16,6 +16,7 @@ Plan (one small driver-side discovery job, then lazy DataFrames):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections import defaultdict
@@ -181,6 +182,16 @@ def _layout_slices(value: Column) -> list[tuple[Column, Column, str]]:
     return out
 
 
+def _schema_prefix_text(value: str) -> str | None:
+    """:func:`_schema_prefix` of one record's text, in the driver."""
+    for start, delimiter in _SCHEMA_LAYOUTS:
+        if value.startswith(start):
+            end = value.find(delimiter)
+            if end >= 0:
+                return value[: end + len(delimiter)]
+    return None
+
+
 def _schema_prefix(value: Column) -> Column:
     """The record's schema text and the delimiter after it (what the envelope decoder skips), or null
     for a record in no layout of :data:`_SCHEMA_LAYOUTS`."""
@@ -332,25 +343,27 @@ def _discover_sample(sampler: RecordSampler, options: DecodeOptions) -> dict[str
     Otherwise None: the caller discovers by a pass (:func:`_discover`). What a sample cannot show, a topic
     or a schema version seen in no sampled record, is checked by the decoding itself
     (:data:`UNSAMPLED_MARKER`, see :meth:`DecodedBatch.counts`). A sampled group's ``records`` and
-    ``tombstones`` count the sample, not the batch.
+    ``tombstones`` count the sample, not the batch. The sample is read in the driver
+    (:meth:`RecordSampler.spread_rows`): no Spark job when the sampler reads its source itself.
     """
-    value = F.col("value")
     schemas = options.value_schemas_enabled
-    layout = _schema_prefix(value)
-    rows = (
-        normalise_records(sampler.spread())
-        .select(
-            "topic",
-            "partition",
-            "offset",
-            "timestamp",
-            "key",
-            "value",
-            layout.alias("prefix"),
-            F.xxhash64(_schema_text(value)).alias("fingerprint"),
+    rows = []
+    for record in sampler.spread_rows():
+        prefix = _schema_prefix_text(record.value) if record.value is not None else None
+        # the schema version's label within this sample (the sample's versions are never mixed with a pass's)
+        digest = hashlib.blake2b(prefix.encode(), digest_size=8).digest() if prefix is not None else None
+        rows.append(
+            {
+                "topic": record.topic,
+                "partition": record.partition,
+                "offset": record.offset,
+                "timestamp": record.timestamp,
+                "key": record.key,
+                "value": record.value,
+                "prefix": prefix,
+                "fingerprint": int.from_bytes(digest, "big", signed=True) if digest is not None else None,
+            }
         )
-        .collect()
-    )
     by_topic: dict[str, list[Any]] = defaultdict(list)
     for row in rows:
         by_topic[row["topic"]].append(row)

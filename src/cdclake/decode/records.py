@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -43,18 +44,42 @@ STRING_RECORD_SCHEMA = T.StructType(
 )
 
 
+@dataclass(frozen=True)
+class SampleRecord:
+    """One sampled Kafka record, in the driver (key and value decoded as UTF-8 text)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: datetime | None
+    key: str | None
+    value: str | None
+
+
 class RecordSampler(Protocol):
     """Reads a few of a batch's records without scanning the batch (the ingestion job's Kafka source does).
 
     :func:`cdclake.decode.decode_records` takes one to find the schema versions of a batch in two small reads
-    instead of two passes over every record. Both methods return records in the input contract's schema.
+    instead of two passes over every record. ``spread`` and ``at`` return records in the input contract's
+    schema; ``spread_rows`` the same records as ``spread``, in the driver.
     """
 
     def spread(self) -> DataFrame:
         """Records from every part of the batch: each partition's first and last, and some in between."""
 
+    def spread_rows(self) -> list[SampleRecord]:
+        """The records of :meth:`spread`, in the driver."""
+
     def at(self, points: Sequence[tuple[str, int, int]]) -> DataFrame:
         """The batch's records at these ``(topic, partition, offset)`` coordinates."""
+
+
+def sample_records(frame: DataFrame) -> list[SampleRecord]:
+    """The records of a (small) frame in the driver (:meth:`RecordSampler.spread_rows` of a frame)."""
+    return [
+        SampleRecord(r["topic"], int(r["partition"]), int(r["offset"]), r["timestamp"], r["key"], r["value"])
+        for r in normalise_records(frame).collect()
+    ]
 
 
 def normalise_records(records: DataFrame) -> DataFrame:

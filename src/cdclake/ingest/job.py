@@ -61,6 +61,7 @@ from cdclake.ingest.transactions import (
     gather,
     group_by_status,
 )
+from cdclake.lake import rows as lake_rows
 from cdclake.lake.catalog import CATALOG_NAME
 
 if TYPE_CHECKING:
@@ -498,16 +499,17 @@ def _tx_summary(plan: TxPlan) -> dict[str, Any]:
 def _append_audit_rows(
     spark: SparkSession, name: str, ddl: str, rows: list[dict[str, Any]], batch_id: str, redo: bool
 ) -> None:
-    """Append ``rows`` (plus ``recorded_at``) to ``lake.cdc_audit.<name>`` once per batch."""
+    """Append ``rows`` (plus ``recorded_at``) to ``lake.cdc_audit.<name>`` once per batch (through pyiceberg:
+    a few rows, see :mod:`cdclake.lake.rows`; the table is created with its Spark DDL the first time)."""
     if not rows:
         return
-    table = _audit_ddl(spark, name, ddl)
-    if _already(spark, table, batch_id, redo):
+    table = audit_table(name)
+    existing = lake_rows.load(spark, table)
+    if existing is None:
+        _audit_ddl(spark, name, ddl)
+    elif redo and lake_rows.committed_by(existing, batch_id):
         return
-    frame = spark.createDataFrame(rows, spark.table(table).drop("recorded_at").schema).withColumn(
-        "recorded_at", F.current_timestamp()
-    )
-    frame.writeTo(table).option("snapshot-property.cdc.batch-id", batch_id).append()
+    lake_rows.append_rows(spark, table, rows, batch_id=batch_id, recorded_at=True)
 
 
 def _transactions_audit(spark: SparkSession, plan: TxPlan, source: SourceConfig, batch_id: str, redo: bool) -> None:

@@ -45,13 +45,6 @@ def quote(parts: tuple[str, ...]) -> str:
     return ".".join(f"`{p}`" for p in parts)
 
 
-def unquote(name: str) -> tuple[str, ...]:
-    """The parts of a Spark SQL identifier, back-quoted (:func:`quote`) or plain (``a.b.c``)."""
-    if name.startswith("`"):
-        return tuple(part[1:-1].replace("``", "`") for part in re.findall(r"`(?:[^`]|``)*`", name))
-    return tuple(name.split("."))
-
-
 def table_identifier(table_id: TableId) -> str:
     """``lake.<prefix>.<schema>.<table>`` (unquoted, as reported to users and Airflow assets)."""
     return ".".join((CATALOG_NAME, *table_parts(table_id)))

@@ -20,7 +20,7 @@ from cdclake.ingest.plan import OffsetRange, TopicPartition, within
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from cdclake.decode.records import RecordSampler
+    from cdclake.decode.records import RecordSampler, SampleRecord
 
 logger = logging.getLogger(__name__)
 
@@ -217,21 +217,29 @@ class KafkaSampler:
     def spread(self) -> DataFrame:
         return self.at(spread_points(self.ranges))
 
-    def at(self, points: Sequence[tuple[str, int, int]]) -> DataFrame:
-        inside = [point for point in points if any(r.holds(*point) for r in self.ranges)]
-        if len(inside) != len(points):
-            raise RecordSourceError(f"sample points outside the batch's ranges: {sorted(set(points) - set(inside))}")
-        by_partition: dict[tuple[str, int], list[int]] = {}
-        for t, p, o in sorted(set(inside)):
-            by_partition.setdefault((t, p), []).append(o)
-        if not by_partition:
-            from cdclake.decode.records import KAFKA_RECORD_SCHEMA
+    def spread_rows(self) -> list[SampleRecord]:
+        from cdclake.decode.records import SampleRecord
 
-            return self.spark.createDataFrame([], KAFKA_RECORD_SCHEMA)
+        def text(raw: object) -> str | None:
+            return None if raw is None else bytes(raw).decode("utf-8", errors="replace")  # type: ignore[arg-type]
+
+        fetched = self.source.fetch(self._inside(spread_points(self.ranges)))
+        return [
+            SampleRecord(topic, partition, offset, stamp, text(key), text(value))  # type: ignore[arg-type]
+            for key, value, topic, partition, offset, stamp, _ in fetched
+        ]
+
+    def _inside(self, points: Sequence[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+        inside = sorted({point for point in points if any(r.holds(*point) for r in self.ranges)})
+        if len(inside) != len(set(points)):
+            raise RecordSourceError(f"sample points outside the batch's ranges: {sorted(set(points) - set(inside))}")
+        return inside
+
+    def at(self, points: Sequence[tuple[str, int, int]]) -> DataFrame:
         from cdclake.decode.records import KAFKA_RECORD_SCHEMA
 
-        rows = self.source.fetch([(t, p, o) for (t, p), offsets in sorted(by_partition.items()) for o in offsets])
-        return self.spark.createDataFrame(rows, KAFKA_RECORD_SCHEMA)
+        inside = self._inside(points)
+        return self.spark.createDataFrame(self.source.fetch(inside) if inside else [], KAFKA_RECORD_SCHEMA)
 
 
 class FrameSampler:
@@ -246,6 +254,11 @@ class FrameSampler:
 
     def spread(self) -> DataFrame:
         return self.at(spread_points(self.ranges))
+
+    def spread_rows(self) -> list[SampleRecord]:
+        from cdclake.decode.records import sample_records
+
+        return sample_records(self.spread())
 
     def at(self, points: Sequence[tuple[str, int, int]]) -> DataFrame:
         from pyspark.sql import functions as F

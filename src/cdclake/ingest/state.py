@@ -25,14 +25,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from cdclake.ingest.naming import audit_table, unquote
+from cdclake.ingest.naming import audit_table
 from cdclake.ingest.plan import OffsetRange, TopicPartition, ranges_from_json, ranges_to_json
-from cdclake.lake.catalog import CATALOG_NAME, LakeConfig
+from cdclake.lake import rows as lake_rows
+from cdclake.lake.catalog import LakeConfig
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyiceberg.catalog import Catalog
-    from pyiceberg.table import Table
     from pyspark.sql import SparkSession
 
 BATCHES = "batches"
@@ -221,13 +220,10 @@ class BatchLedger:
     """Reads and appends the ledger rows of one source (through pyiceberg, see the module docstring).
 
     Args:
-        spark: the job's session; its lake catalog is the one opened (:meth:`LakeConfig.from_spark_conf`).
+        spark: the job's session; its lake catalog is the one opened (:func:`cdclake.lake.rows.session_catalog`).
         source: the source id.
         lake: the lake, when known (default: the session's).
     """
-
-    #: Commits retried when another writer (a concurrent batch of another source) committed first.
-    COMMIT_ATTEMPTS = 5
 
     def __init__(self, spark: SparkSession, source: str, lake: LakeConfig | None = None) -> None:
         self.spark = spark
@@ -236,38 +232,19 @@ class BatchLedger:
         self._lake = lake
 
     _ensured: set[tuple[str, tuple[str, ...]]] = set()
-    _catalogs: dict[str, Catalog] = {}
-
-    @property
-    def identifier(self) -> tuple[str, ...]:
-        """The ledger's identifier without the catalog (what pyiceberg takes)."""
-        parts = unquote(self.name)
-        return parts[1:] if parts[0] == CATALOG_NAME else parts
-
-    def _catalog(self) -> Catalog:
-        from pyiceberg.catalog import load_catalog
-
-        lake = self._lake or LakeConfig.from_spark_conf(dict(self.spark.sparkContext.getConf().getAll()))
-        props = lake.pyiceberg_properties()
-        key = json.dumps(props, sort_keys=True)
-        if key not in BatchLedger._catalogs:
-            BatchLedger._catalogs[key] = load_catalog(**props)
-        return BatchLedger._catalogs[key]
-
-    def _table(self) -> Table:
-        return self._catalog().load_table(self.identifier)
 
     def ensure(self) -> None:
         """Create the audit namespace and the ledger table, or add the typed columns an older ledger lacks
         (once per process and lake)."""
-        catalog = self._catalog()
-        marker = (str(catalog.properties.get("uri")), self.identifier)
+        catalog = lake_rows.session_catalog(self.spark, self._lake)
+        ident = lake_rows.identifier(self.name)
+        marker = (str(catalog.properties.get("uri")), ident)
         if marker in BatchLedger._ensured:
             return
-        catalog.create_namespace_if_not_exists(self.identifier[:-1])
+        catalog.create_namespace_if_not_exists(ident[:-1])
         schema = ledger_schema()
         table = catalog.create_table_if_not_exists(
-            self.identifier,
+            ident,
             schema=schema,
             properties={"format-version": "2", "comment": f"cdclake batch ledger ({PLANNED}/{COMMITTED} rows)"},
         )
@@ -281,8 +258,9 @@ class BatchLedger:
         """(last committed batch, interrupted batch to redo or None)."""
         from pyiceberg.expressions import EqualTo
 
+        table = lake_rows.session_catalog(self.spark, self._lake).load_table(lake_rows.identifier(self.name))
         fields = ("source", "batch_id", "seq", "status", "ranges", "next_offsets", "recorded_at")
-        rows = self._table().scan(row_filter=EqualTo("source", self.source), selected_fields=fields).to_arrow()
+        found = table.scan(row_filter=EqualTo("source", self.source), selected_fields=fields).to_arrow()
         records = [
             BatchRecord(
                 source=row["source"],
@@ -291,9 +269,9 @@ class BatchLedger:
                 status=row["status"],
                 ranges=ranges_from_json(row["ranges"]) if row["ranges"] else [],
                 next_offsets=_offsets_from_json(row["next_offsets"]),
-                recorded_at=_local(row["recorded_at"]),
+                recorded_at=lake_rows.local_time(row["recorded_at"]),
             )
-            for row in sorted(rows.to_pylist(), key=lambda r: r["seq"])
+            for row in sorted(found.to_pylist(), key=lambda r: r["seq"])
         ]
         done = {r.batch_id for r in records if r.status == COMMITTED}
         committed = max((r for r in records if r.status == COMMITTED), key=lambda r: r.seq, default=None)
@@ -317,11 +295,8 @@ class BatchLedger:
         ``cdc.batch-id``; returns its ``recorded_at`` (naive local time, as PySpark returns timestamps).
 
         Raises:
-            CommitFailedException: when other writers kept committing first (after :data:`COMMIT_ATTEMPTS`).
+            CommitFailedException: see :func:`cdclake.lake.rows.append_rows`.
         """
-        import pyarrow as pa
-        from pyiceberg.exceptions import CommitFailedException
-
         recorded_at = rec.recorded_at or datetime.now()
         values = {
             "source": rec.source,
@@ -330,26 +305,9 @@ class BatchLedger:
             "status": rec.status,
             "ranges": ranges_to_json(rec.ranges),
             "next_offsets": _offsets_to_json(rec.next_offsets),
-            "recorded_at": recorded_at.astimezone(UTC),
+            "recorded_at": recorded_at,
             "summary": json.dumps(summary, sort_keys=True, default=str) if summary is not None else None,
             **batch_columns(rec, summary),
         }
-        if values["phase_seconds"] is not None:
-            values["phase_seconds"] = list(values["phase_seconds"].items())
-        for attempt in range(1, self.COMMIT_ATTEMPTS + 1):
-            table = self._table()
-            row = pa.Table.from_pylist([values], schema=table.schema().as_arrow())
-            try:
-                table.append(row, snapshot_properties={"cdc.batch-id": rec.batch_id})
-                break
-            except CommitFailedException:
-                if attempt == self.COMMIT_ATTEMPTS:
-                    raise
-        # the session's Iceberg catalog caches tables: its later reads of the ledger must see this row
-        self.spark.catalog.refreshTable(self.name)
+        lake_rows.append_rows(self.spark, self.name, [values], batch_id=rec.batch_id, lake=self._lake)
         return recorded_at
-
-
-def _local(value: datetime | None) -> datetime | None:
-    """An aware timestamp as naive local time (what PySpark returns for a Spark TIMESTAMP)."""
-    return None if value is None else value.astimezone().replace(tzinfo=None)

@@ -17,6 +17,7 @@ Environment variables: ``CDC_LAKE_KIND`` (``embedded`` | ``rest``), ``CDC_LAKE_D
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,13 @@ from cdclake.paths import lake_dir
 CATALOG_NAME = "lake"
 LAKE_KIND_ENV = "CDC_LAKE_KIND"
 LakeKind = Literal["embedded", "rest"]
+
+
+def unquote(name: str) -> tuple[str, ...]:
+    """The parts of a Spark SQL identifier, every part back-quoted (```lake`.`ns`.`t```) or plain (``lake.ns.t``)."""
+    if name.startswith("`"):
+        return tuple(part[1:-1].replace("``", "`") for part in re.findall(r"`(?:[^`]|``)*`", name))
+    return tuple(name.split("."))
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdclake.decode import DecodeOptions, decode_counted, decode_records, read_jsonl, records_from_dicts
+from cdclake.decode.records import SampleRecord, sample_records
 from cdclake.exceptions import UnsampledRecordsError
 
 pytestmark = pytest.mark.spark
@@ -35,6 +36,9 @@ class FrameSampler:
         self.spread_calls += 1
         last = self.frame.groupBy("topic", "partition").agg(F.max("offset").alias("offset"))
         return self.frame.join(last, ["topic", "partition", "offset"])
+
+    def spread_rows(self) -> list[SampleRecord]:
+        return sample_records(self.spread())
 
     def at(self, points: Sequence[tuple[str, int, int]]) -> DataFrame:
         self.points += list(points)

@@ -1,0 +1,118 @@
+"""Small row appends and reads of lake tables through pyiceberg, on the catalog of a Spark session.
+
+The ingestion job writes a few rows per batch to its audit tables (the ledger, transactions, schema changes,
+releases). Through Spark each is a query plan, a job and a write of seconds on a cold driver; through
+pyiceberg, on the same catalog, tens of milliseconds. Large writes (dead letters, quarantined records,
+table data) stay Spark's. After an append the session's cached table is refreshed, so that its own later
+reads see the row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from cdclake.lake.catalog import CATALOG_NAME, LakeConfig, unquote
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+    from pyspark.sql import SparkSession
+
+#: Commits retried when another writer (a concurrent batch of another source) committed first.
+COMMIT_ATTEMPTS = 5
+
+_catalogs: dict[str, Catalog] = {}
+
+
+def session_catalog(spark: SparkSession, lake: LakeConfig | None = None) -> Catalog:
+    """The pyiceberg catalog of the lake ``spark`` opens as ``lake`` (:meth:`LakeConfig.from_spark_conf`),
+    loaded once per process."""
+    from pyiceberg.catalog import load_catalog
+
+    lake = lake or LakeConfig.from_spark_conf(dict(spark.sparkContext.getConf().getAll()))
+    props = lake.pyiceberg_properties()
+    key = json.dumps(props, sort_keys=True)
+    if key not in _catalogs:
+        _catalogs[key] = load_catalog(**props)
+    return _catalogs[key]
+
+
+def identifier(name: str) -> tuple[str, ...]:
+    """A table's Spark SQL name (``lake.ns.table``, quoted or not) as a pyiceberg identifier (no catalog)."""
+    parts = unquote(name)
+    return parts[1:] if parts[0] == CATALOG_NAME else parts
+
+
+def load(spark: SparkSession, name: str, lake: LakeConfig | None = None) -> Table | None:
+    """The table called ``name`` (a Spark SQL name), or None when it does not exist."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        return session_catalog(spark, lake).load_table(identifier(name))
+    except NoSuchTableError:
+        return None
+
+
+def committed_by(table: Table, batch_id: str) -> bool:
+    """True when a snapshot of ``table`` carries ``cdc.batch-id`` = ``batch_id`` (a redo's earlier commit)."""
+    return any(
+        snapshot.summary is not None and snapshot.summary.get("cdc.batch-id") == batch_id
+        for snapshot in table.metadata.snapshots
+    )
+
+
+def append_rows(
+    spark: SparkSession,
+    name: str,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    batch_id: str,
+    recorded_at: bool = False,
+    lake: LakeConfig | None = None,
+) -> None:
+    """Append ``rows`` to the existing table ``name`` in one commit carrying ``cdc.batch-id``.
+
+    Args:
+        rows: column values (columns missing from a row are null; timestamps naive local time or aware).
+        recorded_at: set the ``recorded_at`` column to now.
+
+    Raises:
+        NoSuchTableError: the table does not exist.
+        CommitFailedException: other writers kept committing first (after :data:`COMMIT_ATTEMPTS` tries).
+    """
+    import pyarrow as pa
+    from pyiceberg.exceptions import CommitFailedException
+
+    now = datetime.now(UTC)
+    values = [_arrow_values({**row, **({"recorded_at": now} if recorded_at else {})}) for row in rows]
+    catalog = session_catalog(spark, lake)
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        table = catalog.load_table(identifier(name))
+        data = pa.Table.from_pylist(values, schema=table.schema().as_arrow())
+        try:
+            table.append(data, snapshot_properties={"cdc.batch-id": batch_id})
+            break
+        except CommitFailedException:
+            if attempt == COMMIT_ATTEMPTS:
+                raise
+    spark.catalog.refreshTable(name)
+
+
+def _arrow_values(row: Mapping[str, Any]) -> dict[str, Any]:
+    """Python values as Arrow takes them: naive datetimes as local time, maps as key-value pairs."""
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if isinstance(value, datetime):
+            value = value.astimezone(UTC)
+        elif isinstance(value, Mapping):
+            value = list(value.items())
+        out[key] = value
+    return out
+
+
+def local_time(value: datetime | None) -> datetime | None:
+    """An aware timestamp as naive local time (what PySpark returns for a Spark TIMESTAMP)."""
+    return None if value is None else value.astimezone().replace(tzinfo=None)

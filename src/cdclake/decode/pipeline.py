@@ -510,20 +510,54 @@ def _parse(frame: DataFrame, wire: T.StructType, schemas: bool) -> tuple[DataFra
     return parsed, env
 
 
+#: The metadata columns of a change row, in the output contract's order (docs/decoding.md): each with the envelope
+#: decoder's output it comes from, or None for the record's own (Kafka coordinates, headers, key).
+_META_COLUMNS: tuple[tuple[str, str | None], ...] = (
+    ("_cdc_op", "op"), ("_cdc_position", "position"), ("_cdc_source_ts", "source_ts"), ("_cdc_tx_id", "tx_id"),
+    ("_cdc_tx_total_order", "tx_total_order"), ("_cdc_tx_data_collection_order", "tx_data_collection_order"),
+    (TOPIC_OUTPUT, None), ("_cdc_partition", None), ("_cdc_offset", None), ("_cdc_kafka_ts", None),
+    ("_cdc_snapshot", "snapshot"), ("_cdc_connector", "connector"), ("_cdc_db", "db"), ("_cdc_schema", "schema"),
+    ("_cdc_table", "table"), ("_cdc_keep_columns", "keep_columns"), ("_cdc_old_key", None), ("_cdc_new_key", None),
+)  # fmt: skip
+#: MongoDB's partial updates (a document store's change rows)
+_DOCUMENT_COLUMNS = (
+    ("_cdc_before", "before"), ("_cdc_patch", "patch"), ("_cdc_filter", "filter"),
+    ("_cdc_updated_fields", "updated_fields"), ("_cdc_removed_fields", "removed_fields"),
+    ("_cdc_truncated_arrays", "truncated_arrays"),
+)  # fmt: skip
+#: PostgreSQL's logical decoding messages (``op = m``)
+_MESSAGE_COLUMNS = (("_cdc_message_prefix", "message_prefix"), ("_cdc_message_content", "message_content"))
+
+
+def _record_column(name: str) -> Column:
+    """A metadata column of :data:`_META_COLUMNS` that comes from the record itself."""
+    if name == "_cdc_old_key":
+        return _header(f.HEADER_OLD_KEY)
+    if name == "_cdc_new_key":
+        return _header(f.HEADER_NEW_KEY)
+    return F.col({TOPIC_OUTPUT: "topic", "_cdc_partition": "partition", "_cdc_offset": "offset",
+                  "_cdc_kafka_ts": "timestamp", "_cdc_key": "key"}[name])  # fmt: skip
+
+
+def _meta_columns(dt: _DataTopic, options: DecodeOptions) -> list[tuple[str, str | None]]:
+    """The metadata columns of a data topic's change rows (see :data:`_META_COLUMNS`)."""
+    columns = list(_META_COLUMNS)
+    if options.include_key:
+        columns.append(("_cdc_key", None))
+    if dt.dialect.document_store:
+        columns += _DOCUMENT_COLUMNS
+    elif dt.plan is not None and options.include_before:
+        columns.append(("_cdc_before", "before"))
+    if dt.dialect.has_unavailable_placeholder:
+        columns += _MESSAGE_COLUMNS
+    return columns
+
+
 def _data_plan(dt: _DataTopic, options: DecodeOptions, sampled: bool) -> tuple[dict[str, Any], T.StructType]:
     """The envelope decoder's plan of a data topic and the struct it returns (see :mod:`cdclake.decode.jvm`)."""
     dialect, plan = dt.dialect, dt.plan
     outputs = ["document"] if dialect.document_store else ["data"]
-    outputs += ["op", "position", "source_ts", "tx_id", "tx_total_order", "tx_data_collection_order", "snapshot"]
-    outputs += ["connector", "db", "schema", "table", "keep_columns"]
-    before: T.DataType | None = None
-    if dialect.document_store:
-        outputs += ["before", "patch", "filter", "updated_fields", "removed_fields", "truncated_arrays"]
-    elif plan is not None and options.include_before:
-        outputs.append("before")
-        before = plan.spark
-    if dialect.has_unavailable_placeholder:
-        outputs += ["message_prefix", "message_content"]
+    outputs += [name for _, name in _meta_columns(dt, options) if name is not None]
     outputs += ["reason", "invalid", "unsampled"]
     decoder = {
         "kind": "data",
@@ -538,8 +572,12 @@ def _data_plan(dt: _DataTopic, options: DecodeOptions, sampled: bool) -> tuple[d
         "columns": [] if plan is None else plan.codecs(placeholders=dialect.has_unavailable_placeholder),
         "outputs": outputs,
     }
-    columns = plan.spark if plan is not None and not dialect.document_store else None
-    return decoder, output_type(outputs, columns=columns, before=before)
+    relational = plan is not None and not dialect.document_store
+    return decoder, output_type(
+        outputs,
+        columns=plan.spark if relational else None,
+        before=plan.spark if relational and options.include_before else None,
+    )
 
 
 def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions, sampled: bool) -> StagedTopic:
@@ -589,40 +627,9 @@ def _decode_data_topic(recs: DataFrame, dt: _DataTopic, options: DecodeOptions, 
     else:
         data_cols = [out(name).alias(name, metadata=p.metadata) for name, p in (plan.columns if plan else ())]
     meta_cols = [
-        out("op").alias("_cdc_op"),
-        out("position").alias("_cdc_position"),
-        out("source_ts").alias("_cdc_source_ts"),
-        out("tx_id").alias("_cdc_tx_id"),
-        out("tx_total_order").alias("_cdc_tx_total_order"),
-        out("tx_data_collection_order").alias("_cdc_tx_data_collection_order"),
-        F.col("topic").alias(TOPIC_OUTPUT),
-        F.col("partition").alias("_cdc_partition"),
-        F.col("offset").alias("_cdc_offset"),
-        F.col("timestamp").alias("_cdc_kafka_ts"),
-        out("snapshot").alias("_cdc_snapshot"),
-        out("connector").alias("_cdc_connector"),
-        out("db").alias("_cdc_db"),
-        out("schema").alias("_cdc_schema"),
-        out("table").alias("_cdc_table"),
-        out("keep_columns").alias("_cdc_keep_columns"),
-        _header(f.HEADER_OLD_KEY).alias("_cdc_old_key"),
-        _header(f.HEADER_NEW_KEY).alias("_cdc_new_key"),
+        (out(name) if name is not None else _record_column(column)).alias(column)
+        for column, name in _meta_columns(dt, options)
     ]
-    if options.include_key:
-        meta_cols.append(F.col("key").alias("_cdc_key"))
-    if dialect.document_store:
-        meta_cols += [
-            out("before").alias("_cdc_before"),
-            out("patch").alias("_cdc_patch"),
-            out("filter").alias("_cdc_filter"),
-            out("updated_fields").alias("_cdc_updated_fields"),
-            out("removed_fields").alias("_cdc_removed_fields"),
-            out("truncated_arrays").alias("_cdc_truncated_arrays"),
-        ]
-    elif "before" in decoder["outputs"]:
-        meta_cols.append(out("before").alias("_cdc_before"))
-    if dialect.has_unavailable_placeholder:
-        meta_cols += [out("message_prefix").alias("_cdc_message_prefix"), out("message_content").alias("_cdc_message_content")]
     # One projection holds every output column, the dead-letter reason and the validity flag; the
     # nondeterministic (and free) spark_partition_id() column keeps the optimizer from pushing the filters below
     # it, which would call the decoder again.

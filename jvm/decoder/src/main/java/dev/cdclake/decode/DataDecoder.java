@@ -4,7 +4,6 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.io.IOException;
-import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
@@ -118,74 +117,62 @@ final class DataDecoder extends RecordDecoder {
   }
 
   @Override
-  void payload(JsonParser p, JsonToken t, int start) throws IOException {
-    if (t == JsonToken.VALUE_NULL) {
-      payloadNull = true;
-      return;
-    }
-    if (t != JsonToken.START_OBJECT) {
-      Codec.mismatch(p, problems);
-      return;
-    }
-    for (JsonToken f = p.nextToken(); f == JsonToken.FIELD_NAME; f = p.nextToken()) {
-      String name = p.currentName();
-      JsonToken v = p.nextToken();
-      switch (name) {
-        case "after":
-          if (document) {
-            afterText = Json.text(p, v);
-          } else {
-            afterPresent = image(p, v, after, true);
-            afterPlaceholders = lastPlaceholders;
-          }
-          break;
-        case "before":
-          if (document) {
-            beforeText = Json.text(p, v);
-          } else {
-            beforeFrom = start + (int) p.currentTokenLocation().getByteOffset();
-            beforePresent = image(p, v, before, includeBefore);
-            beforePlaceholders = lastPlaceholders;
-            beforeConverted = includeBefore;
-            beforeTo = start + (int) p.currentLocation().getByteOffset();
-          }
-          break;
-        case "source":
-          source.read(p, v, problems);
-          break;
-        case "op":
-          op = Json.text(p, v);
-          break;
-        case "transaction":
-          txPresent = struct(p, v, TRANSACTION, tx);
-          break;
-        case "message":
-          messagePresent = struct(p, v, MESSAGE, message);
-          break;
-        case "patch":
-          if (document) {
-            patch = Json.text(p, v);
-          } else {
-            p.skipChildren();
-          }
-          break;
-        case "filter":
-          if (document) {
-            filter = Json.text(p, v);
-          } else {
-            p.skipChildren();
-          }
-          break;
-        case "updateDescription":
-          if (document) {
-            updatePresent = struct(p, v, UPDATE_DESCRIPTION, update);
-          } else {
-            p.skipChildren();
-          }
-          break;
-        default:
+  void field(String name, JsonParser p, JsonToken v, int start) throws IOException {
+    switch (name) {
+      case "after":
+        if (document) {
+          afterText = Json.text(p, v);
+        } else {
+          afterPresent = image(p, v, after, true);
+          afterPlaceholders = lastPlaceholders;
+        }
+        break;
+      case "before":
+        if (document) {
+          beforeText = Json.text(p, v);
+        } else {
+          beforeFrom = start + (int) p.currentTokenLocation().getByteOffset();
+          beforePresent = image(p, v, before, includeBefore);
+          beforePlaceholders = lastPlaceholders;
+          beforeConverted = includeBefore;
+          beforeTo = start + (int) p.currentLocation().getByteOffset();
+        }
+        break;
+      case "source":
+        source.read(p, v, problems);
+        break;
+      case "op":
+        op = Json.text(p, v);
+        break;
+      case "transaction":
+        txPresent = struct(p, v, TRANSACTION, tx);
+        break;
+      case "message":
+        messagePresent = struct(p, v, MESSAGE, message);
+        break;
+      case "patch":
+        if (document) {
+          patch = Json.text(p, v);
+        } else {
           p.skipChildren();
-      }
+        }
+        break;
+      case "filter":
+        if (document) {
+          filter = Json.text(p, v);
+        } else {
+          p.skipChildren();
+        }
+        break;
+      case "updateDescription":
+        if (document) {
+          updatePresent = struct(p, v, UPDATE_DESCRIPTION, update);
+        } else {
+          p.skipChildren();
+        }
+        break;
+      default:
+        p.skipChildren();
     }
   }
 
@@ -285,8 +272,7 @@ final class DataDecoder extends RecordDecoder {
           break;
         case "source_ts":
           Long micros = source.micros();
-          out.add(micros == null ? null : Instant.ofEpochSecond(
-              Math.floorDiv(micros, 1_000_000L), Math.floorMod(micros, 1_000_000L) * 1000L));
+          out.add(Times.instant(micros));
           break;
         case "tx_id":
           out.add(txPresent ? tx[0] : null);

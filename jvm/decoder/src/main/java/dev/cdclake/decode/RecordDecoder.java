@@ -182,10 +182,27 @@ abstract class RecordDecoder {
   }
 
   /**
-   * Reads the payload at token {@code t} ({@code start}: where the parser's input begins in the record, for
-   * byte offsets of the payload's parts).
+   * Reads the payload at token {@code t}: null (missing payload), a type mismatch, or an object whose fields
+   * go to {@link #field} ({@code start}: where the parser's input begins in the record, for byte offsets of
+   * the payload's parts).
    */
-  abstract void payload(JsonParser p, JsonToken t, int start) throws IOException;
+  final void payload(JsonParser p, JsonToken t, int start) throws IOException {
+    if (t == JsonToken.VALUE_NULL) {
+      payloadNull = true;
+      return;
+    }
+    if (t != JsonToken.START_OBJECT) {
+      Codec.mismatch(p, problems);
+      return;
+    }
+    for (JsonToken f = p.nextToken(); f == JsonToken.FIELD_NAME; f = p.nextToken()) {
+      String name = p.currentName();
+      field(name, p, p.nextToken(), start);
+    }
+  }
+
+  /** Reads the payload's field {@code name}, whose value is at token {@code v} (skipped if not wanted). */
+  abstract void field(String name, JsonParser p, JsonToken v, int start) throws IOException;
 
   /** Clears what {@link #payload} read. */
   abstract void reset();

@@ -4,7 +4,6 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.io.IOException;
-import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
@@ -53,40 +52,28 @@ final class SchemaChangeDecoder extends RecordDecoder {
   }
 
   @Override
-  void payload(JsonParser p, JsonToken t, int start) throws IOException {
-    if (t == JsonToken.VALUE_NULL) {
-      payloadNull = true;
-      return;
-    }
-    if (t != JsonToken.START_OBJECT) {
-      Codec.mismatch(p, problems);
-      return;
-    }
-    for (JsonToken f = p.nextToken(); f == JsonToken.FIELD_NAME; f = p.nextToken()) {
-      String name = p.currentName();
-      JsonToken v = p.nextToken();
-      switch (name) {
-        case "source":
-          source.read(p, v, problems);
-          break;
-        case "ts_ms":
-          tsMs = Json.text(p, v);
-          break;
-        case "databaseName":
-          database = Json.text(p, v);
-          break;
-        case "schemaName":
-          schema = Json.text(p, v);
-          break;
-        case "ddl":
-          ddl = Json.text(p, v);
-          break;
-        case "tableChanges":
-          tableChanges = Json.text(p, v);
-          break;
-        default:
-          p.skipChildren();
-      }
+  void field(String name, JsonParser p, JsonToken v, int start) throws IOException {
+    switch (name) {
+      case "source":
+        source.read(p, v, problems);
+        break;
+      case "ts_ms":
+        tsMs = Json.text(p, v);
+        break;
+      case "databaseName":
+        database = Json.text(p, v);
+        break;
+      case "schemaName":
+        schema = Json.text(p, v);
+        break;
+      case "ddl":
+        ddl = Json.text(p, v);
+        break;
+      case "tableChanges":
+        tableChanges = Json.text(p, v);
+        break;
+      default:
+        p.skipChildren();
     }
   }
 
@@ -119,11 +106,11 @@ final class SchemaChangeDecoder extends RecordDecoder {
           out[i] = tableChanges;
           break;
         case "source_ts":
-          out[i] = instant(source.micros());
+          out[i] = Times.instant(source.micros());
           break;
         case "ts":
           Long ms = Numbers.parseLong(tsMs);
-          out[i] = ms == null || ms > Long.MAX_VALUE / 1000 || ms < Long.MIN_VALUE / 1000 ? null : instant(ms * 1000);
+          out[i] = ms == null || ms > Long.MAX_VALUE / 1000 || ms < Long.MIN_VALUE / 1000 ? null : Times.instant(ms * 1000);
           break;
         case "position":
           out[i] = position == null ? null : Position.full(position, source, source.snapshot(), partition, offset);
@@ -136,11 +123,5 @@ final class SchemaChangeDecoder extends RecordDecoder {
       }
     }
     return out;
-  }
-
-  static Instant instant(Long micros) {
-    return micros == null
-        ? null
-        : Instant.ofEpochSecond(Math.floorDiv(micros, 1_000_000L), Math.floorMod(micros, 1_000_000L) * 1000L);
   }
 }

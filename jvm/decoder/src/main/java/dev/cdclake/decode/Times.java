@@ -36,6 +36,13 @@ final class Times {
     }
   }
 
+  /** Microseconds since the epoch as an instant (null stays null). */
+  static Instant instant(Long micros) {
+    return micros == null
+        ? null
+        : Instant.ofEpochSecond(Math.floorDiv(micros, 1_000_000L), Math.floorMod(micros, 1_000_000L) * 1000L);
+  }
+
   private static Instant inRange(Instant i) {
     long s = i.getEpochSecond();
     return s > MAX_SECONDS || s < -MAX_SECONDS ? null : i;

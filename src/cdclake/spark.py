@@ -6,7 +6,8 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -145,3 +146,19 @@ def build_spark_session(
     spark = builder.getOrCreate()
     logger.info("spark session %s (%s) on lake %s", app_name, spark.sparkContext.applicationId, lake.kind)
     return spark
+
+
+@contextmanager
+def temporary_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
+    """Set Spark session settings for the block; the earlier values (or their absence) come back after it."""
+    saved = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)

@@ -19,7 +19,11 @@ pytestmark = [pytest.mark.integration("stack"), pytest.mark.spark]
 
 
 def _kafka_relations(frame) -> int:  # type: ignore[no-untyped-def]
-    return frame._jdf.queryExecution().optimizedPlan().toString().count("KafkaRelation")
+    """Kafka reads in the optimized plan; they must be Spark's DataSource V2 reader (the V1 relation, Spark's
+    default for batch reads, converts every record to an external Row and back)."""
+    plan = frame._jdf.queryExecution().optimizedPlan().toString()
+    assert "KafkaRelation" not in plan
+    return plan.count("RelationV2") if "KafkaTable" in plan else 0
 
 
 def test_ranges_are_read_exactly_and_a_topic_filter_reads_only_that_topic(
@@ -51,6 +55,8 @@ def test_ranges_are_read_exactly_and_a_topic_filter_reads_only_that_topic(
     # the job does not cache Kafka records: every pass over one topic must read that topic only
     assert source.cache_records is False
     assert _kafka_relations(raw) == 2
+    # the session's own setting is untouched by the read
+    assert "kafka" in spark.conf.get("spark.sql.sources.useV1SourceList")
     only_b = raw.where((F.col("topic") == topics[1]) & F.col("value").isNotNull())
     assert _kafka_relations(only_b) == 1
     assert [r["offset"] for r in only_b.collect()] == [5]

@@ -29,6 +29,7 @@ from cdclake.ingest.naming import (
     table_parts,
 )
 from cdclake.ingest.schema import create_table_ddl, plan_evolution, spark_sql_type, storable
+from cdclake.spark import temporary_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -56,22 +57,6 @@ def partition_sql(fld: PartitionField) -> str:
     if fld.width is not None:
         return f"{fld.transform}({fld.width}, `{fld.column}`)"
     return f"{_TRANSFORMS.get(fld.transform, fld.transform)}(`{fld.column}`)"
-
-
-@contextmanager
-def temporary_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
-    """Set Spark session settings for the block; the earlier values (or their absence) come back after it."""
-    saved = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 @contextmanager

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -68,6 +69,10 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 logger = logging.getLogger(__name__)
+
+#: Where a batch runs the steps that overlap its main line: the quarantine read while the ledger is read, the
+#: PLANNED row's commit while the batch is decoded (each waited for before anything depends on it).
+_BACKGROUND = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cdclake-batch")
 
 DEAD_LETTERS_DDL = """CREATE TABLE IF NOT EXISTS {name} (
   source STRING, batch_id STRING, topic STRING, `partition` INT, `offset` BIGINT,
@@ -177,10 +182,14 @@ def run_batch(
     timed = _Timer(phases)
     ledger = BatchLedger(spark, source.name)
     latest: dict[tuple[str, int], int] | None = None  # partition ends, known for fresh batches only
+    planned: Future[datetime] | None = None  # the PLANNED row's commit, made while the batch is decoded
     with timed("plan"):
+        # the quarantine states are read by Spark while the ledger is read by pyiceberg (the first Spark
+        # catalog call of a fresh driver costs about 0.5 s)
+        states = _BACKGROUND.submit(read_states, spark, source.name)
         ledger.ensure()
         committed, pending = ledger.last()
-        quarantined = read_states(spark, source.name)
+        quarantined = states.result()
         releases = [s for s in quarantined.values() if s.release is not None]
         # a discard release re-reads nothing: its held records go to the dead letters (_discard_held)
         replays = [s for s in releases if s.release is not None and s.release.action is not ReleaseAction.DISCARD]
@@ -203,9 +212,12 @@ def run_batch(
             batch_id = ledger.new_batch_id()
             seq = (committed.seq + 1) if committed else 1
             next_offsets = {**(committed.next_offsets if committed else {}), **end_offsets(ranges)}
-            planned_at = ledger.append(BatchRecord(source.name, batch_id, seq, PLANNED, ranges, next_offsets))
+            # committed in the background while the batch is read and decoded (read-only): it is waited for
+            # before the first table commit, and before the error of a failed decoding is raised
+            planned = _BACKGROUND.submit(
+                ledger.append, BatchRecord(source.name, batch_id, seq, PLANNED, ranges, next_offsets)
+            )
             redo = False
-            checkpoint("planned")
     summary = BatchSummary(
         source=source.name,
         batch_id=batch_id,
@@ -216,33 +228,19 @@ def run_batch(
         phases=phases,
     )
     logger.info("source %s batch %s: %d records in %d partitions", source.name, batch_id, summary.records, len(ranges))
-    with timed("read+decode"):
-        raw = records.read(spark, ranges) if ranges else spark.createDataFrame([], STRING_RECORD_SCHEMA)
-        # cached as text (unless the source is cheaper to read again, see RecordSource.cache_records): every
-        # pass (discovery, decoding, transactions, dead letters) reads it without a cast
-        raw = normalise_records(raw)
-        if replays:
-            raw = raw.unionByName(held_records(spark, source.name, replays, ranges))
-        if records.cache_records:
-            raw = raw.persist()
-        # each table's rows are decoded once, at the first count, and read from the cache by every later phase
-        # discovery samples the source's own ranges; held records (not in them) are found by a pass instead
-        sampler = None
-        if ranges and not replays:
-            # the source's own sampler (Kafka: single-record reads), else one filter over the cached records
-            sampler = records.sampler(spark, ranges) or (FrameSampler(raw, ranges) if records.cache_records else None)
-        decoded, summary.counts = decode_counted(raw, options=source.decode_options(), sampler=sampler)
-        summary.discovery = decoded.discovery
-        # the batch's own change rows, without released records (those belong to transactions decided earlier)
-        own = (
-            {
-                t: f.where(within(ranges, "_cdc_topic", "_cdc_partition", "_cdc_offset"))
-                for t, f in decoded.tables.items()
-            }
-            if replays
-            else decoded.tables
-        )
-        blocked = _cuts_among_held(decoded, ranges) if replays else {}
+    try:
+        decoded, raw = _read_and_decode(spark, source, records, ranges, replays, summary, timed)
+    finally:
+        if planned is not None:
+            planned_at = planned.result()  # raises the commit's error, if any
+            checkpoint("planned")
+    # the batch's own change rows, without released records (those belong to transactions decided earlier)
+    own = (
+        {t: f.where(within(ranges, "_cdc_topic", "_cdc_partition", "_cdc_offset")) for t, f in decoded.tables.items()}
+        if replays
+        else decoded.tables
+    )
+    blocked = _cuts_among_held(decoded, ranges) if replays else {}
     with timed("transactions"):
         # records from an incompatible schema change on are left to the next batch (decoder's schema cuts):
         # the partition's range ends there, for the transactions too
@@ -369,6 +367,37 @@ def run_batch(
         decoded.release()
         raw.unpersist()
     return summary
+
+
+def _read_and_decode(
+    spark: SparkSession,
+    source: SourceConfig,
+    records: RecordSource,
+    ranges: list[OffsetRange],
+    replays: list[QuarantineState],
+    summary: BatchSummary,
+    timed: _Timer,
+) -> tuple[DecodedBatch, DataFrame]:
+    """The batch's records (with the held records of the tables being released) and their decoding, counted
+    into ``summary``: (decoded batch, records)."""
+    with timed("read+decode"):
+        raw = records.read(spark, ranges) if ranges else spark.createDataFrame([], STRING_RECORD_SCHEMA)
+        # cached as text (unless the source is cheaper to read again, see RecordSource.cache_records): every
+        # pass (discovery, decoding, transactions, dead letters) reads it without a cast
+        raw = normalise_records(raw)
+        if replays:
+            raw = raw.unionByName(held_records(spark, source.name, replays, ranges))
+        if records.cache_records:
+            raw = raw.persist()
+        # each table's rows are decoded once, at the first count, and read from the cache by every later phase
+        # discovery samples the source's own ranges; held records (not in them) are found by a pass instead
+        sampler = None
+        if ranges and not replays:
+            # the source's own sampler (Kafka: single-record reads), else one filter over the cached records
+            sampler = records.sampler(spark, ranges) or (FrameSampler(raw, ranges) if records.cache_records else None)
+        decoded, summary.counts = decode_counted(raw, options=source.decode_options(), sampler=sampler)
+        summary.discovery = decoded.discovery
+    return decoded, raw
 
 
 def _apply_table(

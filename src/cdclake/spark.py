@@ -49,17 +49,28 @@ LOG4J2_CONF = Path(__file__).with_name("resources") / "log4j2-spark.properties"
 #: Garbage collector of a driver JVM this process launches itself (local mode).
 LOCAL_DRIVER_GC = "-XX:+UseParallelGC"
 
+#: Thresholds of the optimising (C2) JIT compiler, four times the JDK's, in a driver this process launches. A
+#: driver lives for one batch: with the defaults its C2 compiler thread took 20 s of CPU on a 1M-event batch
+#: (as much as the tasks), compiling Spark, Kafka and Iceberg code that runs a few thousand times; with these,
+#: 16 s, and the batch is about 1 s shorter. Raising the C1 thresholds as well made it slower.
+LOCAL_DRIVER_JIT = (
+    "-XX:Tier4InvocationThreshold=20000",
+    "-XX:Tier4MinInvocationThreshold=3000",
+    "-XX:Tier4CompileThreshold=30000",
+    "-XX:Tier4BackEdgeThreshold=150000",
+)
+
 
 def local_driver_options() -> list[str]:
     """JVM options of a driver this process launches itself (local mode, where it does all the work).
 
     The throughput collector, which beats G1 on a batch job (1M-event batch 45 s against 49-61 s on
-    2 cores), and this machine's class-data sharing archive when there is one (:mod:`cdclake.cds`: about
-    5 s less per start). See docs/benchmarks.md.
+    2 cores), fewer optimising JIT compilations (:data:`LOCAL_DRIVER_JIT`) and this machine's class-data
+    sharing archive when there is one (:mod:`cdclake.cds`: about 5 s less per start). See docs/benchmarks.md.
     """
     from cdclake import cds
 
-    return [LOCAL_DRIVER_GC, *cds.driver_options()]
+    return [LOCAL_DRIVER_GC, *LOCAL_DRIVER_JIT, *cds.driver_options()]
 
 
 def with_driver_options(conf: Mapping[str, str], options: Sequence[str]) -> dict[str, str]:

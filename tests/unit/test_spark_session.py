@@ -5,13 +5,22 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import SparkSession
 
+from cdclake.spark import LOCAL_DRIVER_JIT
+
 pytestmark = pytest.mark.spark
 
 
-def test_the_local_driver_runs_utc_with_the_throughput_collector(spark: SparkSession) -> None:
+def test_the_local_driver_runs_utc_with_the_throughput_collector_and_fewer_c2_compilations(spark: SparkSession) -> None:
     jvm = spark.sparkContext._jvm
     assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
     assert jvm.java.lang.System.getProperty("user.timezone") == "UTC"
     collectors = {bean.getName() for bean in jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()}
     # -XX:+UseParallelGC (LOCAL_DRIVER_GC); G1 would be "G1 Young Generation" / "G1 Old Generation"
     assert collectors == {"PS Scavenge", "PS MarkSweep"}
+    # LOCAL_DRIVER_JIT: the optimising compiler's thresholds, as the JVM took them
+    diagnostic = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
+    )
+    for option in LOCAL_DRIVER_JIT:
+        name, value = option.removeprefix("-XX:").split("=")
+        assert diagnostic.getVMOption(name).getValue() == value

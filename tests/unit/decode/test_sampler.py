@@ -195,3 +195,28 @@ def test_tombstones_and_skipped_topics_count_the_same_by_sample_and_by_pass(spar
         assert sum(n for k, n in counts.items() if k != "data" and not k.startswith("data:")) + counts["data"] == 9
     finally:
         batch.release()
+
+
+def test_the_driver_and_spark_cut_the_same_schema_prefix(spark: SparkSession) -> None:
+    """Discovery from the sample cuts each record's schema text in the driver (_schema_prefix_text); a pass
+    cuts it in Spark (_schema_prefix); the decoder skips that prefix, so both must agree byte for byte."""
+    from cdclake.decode.pipeline import _schema_prefix, _schema_prefix_text
+
+    schema = {"type": "struct", "fields": [{"field": "id", "type": "int32"}], "name": "k.Value"}
+    compact = json.dumps({"schema": schema, "payload": {"id": 1}}, separators=(",", ":"))
+    spaced = json.dumps({"schema": schema, "payload": {"id": 2}})  # Python's default layout: ", " and ": "
+    values = [
+        compact,
+        spaced,
+        json.dumps({"payload": {"id": 3}, "schema": schema}),  # payload first: no layout
+        '{"schema":{"type":"struct"}}',  # no payload after the schema
+        '{"id": 4}',  # schemas off
+        "é" + compact,  # not an envelope start
+    ]
+    got = spark.createDataFrame([(v,) for v in values], "value string").select(_schema_prefix(F.col("value")).alias("p"))
+    in_spark = [r["p"] for r in got.collect()]
+    in_driver = [_schema_prefix_text(v) for v in values]
+    assert in_driver == in_spark
+    assert in_driver[0] == compact[: compact.index(',"payload":') + len(',"payload":')]
+    assert in_driver[1] is not None and in_driver[1].endswith(', "payload": ')
+    assert in_driver[2:] == [None, None, None, None]

@@ -151,18 +151,10 @@ final class DataDecoder extends RecordDecoder {
         messagePresent = struct(p, v, MESSAGE, message);
         break;
       case "patch":
-        if (document) {
-          patch = Json.text(p, v);
-        } else {
-          p.skipChildren();
-        }
+        patch = documentText(p, v);
         break;
       case "filter":
-        if (document) {
-          filter = Json.text(p, v);
-        } else {
-          p.skipChildren();
-        }
+        filter = documentText(p, v);
         break;
       case "updateDescription":
         if (document) {
@@ -174,6 +166,15 @@ final class DataDecoder extends RecordDecoder {
       default:
         p.skipChildren();
     }
+  }
+
+  /** A MongoDB document field's text (extended JSON); skipped (null) for other connectors. */
+  private String documentText(JsonParser p, JsonToken v) throws IOException {
+    if (!document) {
+      p.skipChildren();
+      return null;
+    }
+    return Json.text(p, v);
   }
 
   private boolean[] lastPlaceholders;

@@ -6,9 +6,10 @@ single runs on a shared 2-core VM vary by about 15%.
 
 Two inputs, both sides always over the same one:
 
-* ``parquet``: the records read from parquet by each side (decode_records then reads them twice: its discovery
-  pass and the decoding);
-* ``cached``: the records cached in memory first, as the ingestion job does with every batch it reads.
+* ``parquet``: the records read from parquet by each side (decode_records reads them more than once: by sample,
+  the sample's filter and the decoding pass; by pass, its discovery passes and the decoding pass);
+* ``cached``: the records cached in memory first, as the ingestion job does with replayed batches (Kafka
+  batches are not cached: the job reads them from the broker).
 
 Two decoder settings: ``before+after`` (the library's default, ``_cdc_before`` decoded too) and ``after`` (the
 ingestion job's setting, ``include_before=False``).

@@ -10,6 +10,7 @@ reads see the row.
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -19,12 +20,14 @@ from cdclake.lake.catalog import CATALOG_NAME, LakeConfig, unquote
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
 #: Commits retried when another writer (a concurrent batch of another source) committed first.
 COMMIT_ATTEMPTS = 5
 
 _catalogs: dict[str, Catalog] = {}
+_lakes: weakref.WeakKeyDictionary[SparkContext, LakeConfig] = weakref.WeakKeyDictionary()
 
 
 def session_catalog(spark: SparkSession, lake: LakeConfig | None = None) -> Catalog:
@@ -32,12 +35,21 @@ def session_catalog(spark: SparkSession, lake: LakeConfig | None = None) -> Cata
     loaded once per process."""
     from pyiceberg.catalog import load_catalog
 
-    lake = lake or LakeConfig.from_spark_conf(dict(spark.sparkContext.getConf().getAll()))
-    props = lake.pyiceberg_properties()
+    props = (lake or _session_lake(spark)).pyiceberg_properties()
     key = json.dumps(props, sort_keys=True)
     if key not in _catalogs:
         _catalogs[key] = load_catalog(**props)
     return _catalogs[key]
+
+
+def _session_lake(spark: SparkSession) -> LakeConfig:
+    """The lake of ``spark``'s catalog settings, read once per SparkContext (they are fixed at its start; each
+    read of them is a JVM round trip of tens of milliseconds)."""
+    context = spark.sparkContext
+    lake = _lakes.get(context)
+    if lake is None:
+        lake = _lakes[context] = LakeConfig.from_spark_conf(dict(context.getConf().getAll()))
+    return lake
 
 
 def identifier(name: str) -> tuple[str, ...]:

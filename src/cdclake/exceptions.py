@@ -148,3 +148,15 @@ class QuarantineReleaseError(CdcError, ValueError):
 
 class ReconcileError(CdcError, RuntimeError):
     """The source database or the lake could not be read for reconciliation."""
+
+
+class AirflowApiError(CdcError, RuntimeError):
+    """Airflow's REST API refused a call or did not answer; carries the HTTP status when there was one."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class SourceBusyError(CdcError, RuntimeError):
+    """Another run holds the source's ingestion lock; the message names the holder and since when."""

@@ -1,4 +1,4 @@
-"""``cdclake stack up | down | status | logs | env``: the Docker-free local stack."""
+"""``cdclake stack up | down | status | logs | env``: the Docker-free local stack (Airflow included)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from rich.console import Console
 from rich.table import Table
 
 from cdclake.stack import Stack, StackConfig
-from cdclake.stack.config import DEMO_DATABASE, password
+from cdclake.stack.airflow import stack_connections
 from cdclake.stack.manager import SERVICE_ORDER
 
 app = typer.Typer(
-    help="Run the local stack (Kafka KRaft, Kafka Connect + Debezium, PostgreSQL, MariaDB) without Docker."
+    help="Run the local stack (Kafka KRaft, Kafka Connect + Debezium, PostgreSQL, MariaDB, Airflow 3) without Docker."
 )
 console = Console()
 
@@ -30,7 +30,7 @@ def _stack(state_dir: Optional[Path], **ports: Optional[int]) -> Stack:  # noqa:
 
 
 def _progress(service: str, message: str) -> None:
-    console.print(f"[cyan]{service:>9}[/] {message}", highlight=False)
+    console.print(f"[cyan]{service:>21}[/] {message}", highlight=False)
 
 
 @app.command()
@@ -43,8 +43,16 @@ def up(
     connect_port: Optional[int] = typer.Option(None, help="Kafka Connect REST port [env CDC_CONNECT_PORT; 8083]"),  # noqa: UP045
     postgres_port: Optional[int] = typer.Option(None, help="PostgreSQL port [env CDC_POSTGRES_PORT; 5433]"),  # noqa: UP045
     mariadb_port: Optional[int] = typer.Option(None, help="MariaDB port [env CDC_MARIADB_PORT; 3307]"),  # noqa: UP045
+    airflow_port: Optional[int] = typer.Option(  # noqa: UP045
+        None, help="Airflow UI and API port [env CDC_AIRFLOW_PORT; 8080]"
+    ),
 ) -> None:
-    """Start every service that is not running and wait until each answers (idempotent)."""
+    """Start every service that is not running and wait until each answers (idempotent).
+
+    Airflow's API server, scheduler, DAG processor and triggerer are services of their own; the stack's
+    connections are stored in Airflow's metadata database (Admin -> Connections). Every DAG is created
+    paused: `cdclake demo`, the UI or `airflow dags unpause` turns them on.
+    """
     stack = _stack(
         state_dir,
         kafka_port=kafka_port,
@@ -52,17 +60,23 @@ def up(
         connect_port=connect_port,
         postgres_port=postgres_port,
         mariadb_port=mariadb_port,
+        airflow_port=airflow_port,
     )
     t0 = time.monotonic()
     with console.status("starting the local stack…"):
         stack.up(progress=_progress)
     console.print(f"[green]stack up[/] in {time.monotonic() - t0:.1f}s (state: {stack.config.state_dir})")
     _print_status(stack)
+    console.print(
+        f"Airflow: {stack.config.airflow_url} (user admin; password: AIRFLOW_ADMIN_PASSWORD in "
+        f"{stack.config.secrets_file})",
+        highlight=False,
+    )
 
 
 @app.command()
 def down(state_dir: Optional[Path] = StateDir) -> None:  # noqa: UP045
-    """Stop what `stack up` started (pid files); leaves data in the state directory."""
+    """Stop what `stack up` started (pid files), and every process those started; leaves data in the state directory."""
     stack = _stack(state_dir)
     stopped = stack.down(progress=_progress)
     console.print(f"[green]stopped[/] {', '.join(stopped)}" if stopped else "nothing was running")
@@ -73,7 +87,7 @@ def status(
     state_dir: Optional[Path] = StateDir,  # noqa: UP045
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
-    """Say which services run, whether they answer, their memory, where they listen and log."""
+    """Say which services run, whether they answer, their memory (RSS and PSS), where they listen and log."""
     stack = _stack(state_dir)
     if as_json:
         typer.echo(json.dumps([asdict(row) for row in stack.status()], indent=2))
@@ -82,14 +96,23 @@ def status(
 
 
 def _print_status(stack: Stack) -> None:
-    table = Table("service", "state", "pid", "RSS", "listens", "log")
-    total = 0
+    table = Table("service", "state", "pid", "RSS", "PSS", "listens", "log")
+    rss = pss = 0
     for row in stack.status():
         state = "[green]ready[/]" if row.ready else ("[yellow]running[/]" if row.running else "[dim]stopped[/]")
-        total += row.rss_bytes
-        table.add_row(row.name, state, str(row.pid or "-"), f"{row.rss_bytes / 2**20:.0f} MiB", row.where, row.log_file)
+        rss += row.rss_bytes
+        pss += row.pss_bytes
+        table.add_row(
+            row.name,
+            state,
+            str(row.pid or "-"),
+            f"{row.rss_bytes / 2**20:.0f} MiB",
+            f"{row.pss_bytes / 2**20:.0f} MiB",
+            row.where,
+            row.log_file,
+        )
     console.print(table)
-    console.print(f"total RSS {total / 2**30:.2f} GiB")
+    console.print(f"total RSS {rss / 2**30:.2f} GiB, PSS {pss / 2**30:.2f} GiB (shared pages counted once)")
 
 
 @app.command()
@@ -127,48 +150,35 @@ def packages(
 
 
 @app.command()
-def env(state_dir: Optional[Path] = StateDir) -> None:  # noqa: UP045
-    """Print `export` lines with the Airflow connections (AIRFLOW_CONN_*) for the local stack.
+def env(
+    state_dir: Optional[Path] = StateDir,  # noqa: UP045
+    connections: bool = typer.Option(
+        False,
+        "--connections",
+        help="Also the stack's connections as AIRFLOW_CONN_* (for an Airflow of your own, e.g. `airflow dags "
+        "test` in a throw-away AIRFLOW_HOME). They hold the passwords of the signal and reader users.",
+    ),
+) -> None:
+    """Print `export` lines that point the `airflow` command (and cdclake) at the stack's Airflow.
 
-    Use: eval "$(cdclake stack env)". The database connections are the signal-writer users.
+    Use: eval "$(cdclake stack env)"; then `airflow dags list`, `airflow connections list` and the other
+    commands talk to the stack's metadata database. The connections themselves live there
+    (Admin -> Connections), not in the environment.
     """
-    for key, value in stack_environment(_stack(state_dir)).items():
+    stack = _stack(state_dir)
+    for key, value in stack_environment(stack, connections=connections).items():
         typer.echo(f"export {key}={shlex.quote(value)}")
 
 
-def stack_environment(stack: Stack) -> dict[str, str]:
-    """Environment variables that point Airflow and cdclake at the local stack."""
-    c = stack.config
-    secrets = stack.secrets
-    conns = {
-        "KAFKA_CONNECT_DEFAULT": {
-            "conn_type": "kafka_connect",
-            "host": c.host,
-            "port": c.connect_port,
-            "schema": "http",
-        },
-        "KAFKA_DEFAULT": {
-            "conn_type": "kafka",
-            "extra": {"bootstrap.servers": c.kafka_bootstrap, "group.id": "cdclake-airflow"},
-        },
-        "SPARK_DEFAULT": {"conn_type": "spark", "host": "local[*]", "extra": {"deploy-mode": "client"}},
-        "CDC_POSTGRES": {
-            "conn_type": "postgres",
-            "host": c.host,
-            "port": c.postgres_port,
-            "login": "cdc_signal",
-            "password": password(secrets, "postgres", "signal"),
-            "schema": DEMO_DATABASE,
-        },
-        "CDC_MARIADB": {
-            "conn_type": "mysql",
-            "host": c.host,
-            "port": c.mariadb_port,
-            "login": "cdc_signal",
-            "password": password(secrets, "mariadb", "signal"),
-            "schema": DEMO_DATABASE,
-        },
-    }
-    out = {f"AIRFLOW_CONN_{name}": json.dumps(conn) for name, conn in conns.items()}
-    out["CDC_STACK_DIR"] = str(c.state_dir)
+def stack_environment(stack: Stack, *, connections: bool = False) -> dict[str, str]:
+    """Environment variables that point Airflow and cdclake at the local stack (see :func:`env`)."""
+    airflow = stack.airflow
+    started = airflow.started_environment() or airflow.environment()
+    out = {key: value for key, value in started.items() if key != "PATH"}
+    if connections:
+        for conn_id, fields in stack_connections(stack.config, stack.secrets).items():
+            conn = {k: v for k, v in fields.items() if k != "description"}
+            if "extra" in conn:
+                conn["extra"] = json.loads(conn["extra"])
+            out[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(conn)
     return out

@@ -35,12 +35,18 @@ class Service(abc.ABC):
             pid_file=config.state_dir / "run" / f"{self.name}.pid",
             log_file=self.log_file,
             marker=self.marker,
+            workdir=self.workdir,
         )
 
     @property
     def home(self) -> Path:
         """This service's data directory under the state directory."""
         return self.config.state_dir / self.name
+
+    @property
+    def workdir(self) -> Path | None:
+        """The directory the service runs in, when it has one of its own (see :class:`ManagedProcess`)."""
+        return None
 
     @property
     def log_file(self) -> Path:

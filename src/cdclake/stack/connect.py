@@ -5,6 +5,7 @@ from __future__ import annotations
 import requests
 
 from cdclake.stack.base import Endpoint, Service
+from cdclake.stack.config import capture_secrets
 from cdclake.stack.kafka import jvm_command
 
 #: Connector classes the worker must list in ``GET /connector-plugins`` before it counts as ready.
@@ -73,8 +74,9 @@ class ConnectService(Service):
             self.config.connect_heap,
             str(self.home / "worker.properties"),
         )
-        # The env config provider resolves ${env:CDC_*_PASSWORD} from the worker's environment.
-        self.process.start(cmd, env=self.secrets)
+        # The env config provider resolves ${env:CDC_<DB>_DEBEZIUM_PASSWORD} from the worker's environment,
+        # which holds the capture users' passwords and no other secret of the stack.
+        self.process.start(cmd, env=capture_secrets(self.secrets))
 
     def plugin_classes(self) -> set[str]:
         response = requests.get(f"{self.config.connect_url}/connector-plugins", timeout=5)

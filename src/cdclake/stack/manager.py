@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cdclake.exceptions import StackError
+from cdclake.stack.airflow import AIRFLOW_SERVICES, COMPONENTS, AirflowHome
 from cdclake.stack.base import Service
 from cdclake.stack.config import StackConfig, load_or_create_secrets
 from cdclake.stack.connect import ConnectService
@@ -19,7 +20,7 @@ from cdclake.stack.process import require_free_port, wait_until
 
 logger = logging.getLogger(__name__)
 
-SERVICE_ORDER = ("postgres", "mariadb", "kafka", "connect")
+SERVICE_ORDER = ("postgres", "mariadb", "kafka", "connect", *COMPONENTS)
 Progress = Callable[[str, str], None]
 
 
@@ -32,6 +33,7 @@ class ServiceStatus:
     pid: int | None
     ready: bool
     rss_bytes: int
+    pss_bytes: int
     where: str
     log_file: str
 
@@ -59,7 +61,7 @@ class Stack:
 
     @property
     def services(self) -> dict[str, Service]:
-        """The four services, in start order.
+        """The services, in start order.
 
         Raises:
             NotInstalledError: when PostgreSQL, MariaDB or Java 17 is missing.
@@ -67,7 +69,7 @@ class Stack:
         if self._services is None:
             bins = self._bins or binaries()
             secrets = self.secrets
-            classes = (PostgresService, MariaDbService, KafkaService, ConnectService)
+            classes = (PostgresService, MariaDbService, KafkaService, ConnectService, *AIRFLOW_SERVICES)
             self._services = {cls.name: cls(self.config, bins, secrets) for cls in classes}
         return self._services
 
@@ -121,8 +123,15 @@ class Stack:
         for name in ("postgres", "mariadb"):
             self._await(services[name], started, timings, progress)
             services[name].bootstrap()
-            progress(name, "users and demo database in place")
-        self._await(services["connect"], started, timings, progress)
+            progress(name, "users and databases in place")
+        # Airflow's metadata database lives in PostgreSQL (bootstrapped above); the first component's
+        # preparation migrates it
+        for name in COMPONENTS:
+            self._start(services[name], started, progress)
+        for name in ("connect", *COMPONENTS):
+            self._await(services[name], started, timings, progress)
+        services["airflow-api-server"].bootstrap()
+        progress("airflow-api-server", "connections stored in the metadata database")
         return timings
 
     def _check_jars(self) -> None:
@@ -167,7 +176,8 @@ class Stack:
                 f"see {service.log_file}:\n{service.process.tail(30)}"
             )
         timings[service.name] = time.monotonic() - t0 if t0 else 0.0
-        progress(service.name, f"ready: {service.describe()}")
+        if t0:
+            progress(service.name, f"ready: {service.describe()}")
 
     # -- down / status ---------------------------------------------------------------------------
     def down(self, progress: Progress = _noop) -> list[str]:
@@ -183,6 +193,11 @@ class Stack:
                 stopped.append(name)
                 progress(name, "stopped")
         return stopped
+
+    @property
+    def airflow(self) -> AirflowHome:
+        """The stack's Airflow home: its configuration, REST client and the environment it runs with."""
+        return AirflowHome(self.config, self.secrets)
 
     def status(self) -> list[ServiceStatus]:
         """Status of each service (running, pid, answering, memory)."""
@@ -203,6 +218,7 @@ class Stack:
                     pid=pid,
                     ready=ready,
                     rss_bytes=service.process.rss_bytes(),
+                    pss_bytes=service.process.pss_bytes(),
                     where=service.describe(),
                     log_file=str(service.log_file),
                 )

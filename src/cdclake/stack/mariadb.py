@@ -6,6 +6,7 @@ Users (passwords generated into ``<state>/secrets.env``), each at ``127.0.0.1`` 
 * ``debezium``: exactly what the Debezium MariaDB connector needs (``SELECT, RELOAD, SHOW DATABASES,
   REPLICATION SLAVE, REPLICATION CLIENT ON *.*``) plus ``INSERT`` on the signal table (watermarks);
 * ``cdc_signal``: ``INSERT`` on ``demo.debezium_signal`` only (Airflow's signal writer);
+* ``cdc_reader``: ``SELECT`` on ``demo.*`` only (Airflow's source reader: row counts, reconciliation);
 * ``cdclake_app``: all privileges on ``demo.*`` (demo tables, workloads, tests).
 """
 
@@ -17,7 +18,13 @@ from cdclake.exceptions import StackError
 from cdclake.stack.base import Endpoint, Service
 from cdclake.stack.config import DEMO_DATABASE, MARIADB_SERVER_ID, SIGNAL_TABLE, password
 
-USER_NAMES = {"admin": "root", "debezium": "debezium", "signal": "cdc_signal", "app": "cdclake_app"}
+USER_NAMES = {
+    "admin": "root",
+    "debezium": "debezium",
+    "signal": "cdc_signal",
+    "reader": "cdc_reader",
+    "app": "cdclake_app",
+}
 DEBEZIUM_GLOBAL_GRANTS = "SELECT, RELOAD, SHOW DATABASES, REPLICATION SLAVE, REPLICATION CLIENT"
 HOSTS = ("127.0.0.1", "localhost")
 
@@ -141,6 +148,8 @@ class MariaDbService(Service):
                         cur.execute(f"GRANT INSERT ON `{DEMO_DATABASE}`.`{SIGNAL_TABLE}` TO %s@%s", (user, host))
                     elif key == "signal":
                         cur.execute(f"GRANT INSERT ON `{DEMO_DATABASE}`.`{SIGNAL_TABLE}` TO %s@%s", (user, host))
+                    elif key == "reader":
+                        cur.execute(f"GRANT SELECT ON `{DEMO_DATABASE}`.* TO %s@%s", (user, host))
                     elif key == "app":
                         cur.execute(f"GRANT ALL PRIVILEGES ON `{DEMO_DATABASE}`.* TO %s@%s", (user, host))
             cur.execute("FLUSH PRIVILEGES")

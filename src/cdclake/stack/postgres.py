@@ -8,7 +8,10 @@ Roles (passwords generated into ``<state>/secrets.env``):
   table (incremental-snapshot watermarks). The publication ``cdclake_pub`` is created by the admin,
   so Debezium runs with ``publication.autocreate.mode=disabled`` and needs no ownership;
 * ``cdc_signal``: ``INSERT`` on ``inventory.debezium_signal`` and nothing else (Airflow's signal writer);
-* ``cdclake_app``: owns schema ``inventory`` (demo tables, workloads, tests).
+* ``cdc_reader``: ``CONNECT`` on ``demo``, ``USAGE`` + ``SELECT`` on schema ``inventory`` (also for tables
+  created later); Airflow's source reader (row counts, source-vs-lake reconciliation);
+* ``cdclake_app``: owns schema ``inventory`` (demo tables, workloads, tests);
+* ``airflow``: owns database ``airflow``, the stack's Airflow metadata database, and nothing else.
 """
 
 from __future__ import annotations
@@ -26,7 +29,10 @@ from cdclake.stack.base import Endpoint, Service
 from cdclake.stack.config import DEMO_DATABASE, POSTGRES_PUBLICATION, POSTGRES_SCHEMA, SIGNAL_TABLE, password
 
 ADMIN_USER = "cdclake_admin"
-ROLE_NAMES = {"debezium": "debezium", "signal": "cdc_signal", "app": "cdclake_app"}
+ROLE_NAMES = {"debezium": "debezium", "signal": "cdc_signal", "reader": "cdc_reader", "app": "cdclake_app"}
+#: The Airflow metadata database and the role that owns it (password ``AIRFLOW_DB_PASSWORD``).
+AIRFLOW_DATABASE = "airflow"
+AIRFLOW_ROLE = "airflow"
 
 
 def _run_as() -> str | None:
@@ -137,7 +143,8 @@ class PostgresService(Service):
             "max_wal_senders": "10",
             "max_replication_slots": "10",
             "shared_buffers": "64MB",
-            "max_connections": "60",
+            # Airflow's scheduler, DAG processor, triggerer and API server keep connection pools too
+            "max_connections": "120",
             "timezone": "UTC",
             "log_timezone": "UTC",
         }
@@ -168,40 +175,42 @@ class PostgresService(Service):
     def bootstrap(self) -> None:
         from psycopg import sql
 
+        logins = {role: password(self.secrets, "postgres", key) for key, role in ROLE_NAMES.items()}
+        logins[AIRFLOW_ROLE] = self.secrets["AIRFLOW_DB_PASSWORD"]
         with self.connect() as conn:
-            for key, role in ROLE_NAMES.items():
+            for role, secret in logins.items():
                 exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role]).fetchone()
                 verb = "ALTER" if exists else "CREATE"
-                options = sql.SQL("LOGIN REPLICATION") if key == "debezium" else sql.SQL("LOGIN")
+                options = sql.SQL("LOGIN REPLICATION") if role == ROLE_NAMES["debezium"] else sql.SQL("LOGIN")
                 conn.execute(
                     sql.SQL("{} ROLE {} WITH {} PASSWORD {}").format(
-                        sql.SQL(verb),
-                        sql.Identifier(role),
-                        options,
-                        sql.Literal(password(self.secrets, "postgres", key)),
+                        sql.SQL(verb), sql.Identifier(role), options, sql.Literal(secret)
                     )
                 )
-            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DEMO_DATABASE]).fetchone():
-                conn.execute(
-                    sql.SQL("CREATE DATABASE {} OWNER {}").format(
-                        sql.Identifier(DEMO_DATABASE), sql.Identifier(ROLE_NAMES["app"])
+            for database, owner in ((DEMO_DATABASE, ROLE_NAMES["app"]), (AIRFLOW_DATABASE, AIRFLOW_ROLE)):
+                if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [database]).fetchone():
+                    conn.execute(
+                        sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(database), sql.Identifier(owner))
                     )
-                )
-        app, dbz, sig = (sql.Identifier(ROLE_NAMES[k]) for k in ("app", "debezium", "signal"))
+            # the Airflow database is its owner's alone
+            conn.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(sql.Identifier(AIRFLOW_DATABASE)))
+        app, dbz, sig, reader = (sql.Identifier(ROLE_NAMES[k]) for k in ("app", "debezium", "signal", "reader"))
         schema = sql.Identifier(POSTGRES_SCHEMA)
         signal_table = sql.Identifier(POSTGRES_SCHEMA, SIGNAL_TABLE)
         statements = [
             sql.SQL("REVOKE CREATE ON SCHEMA public FROM PUBLIC"),
             sql.SQL("CREATE SCHEMA IF NOT EXISTS {} AUTHORIZATION {}").format(schema, app),
-            sql.SQL("GRANT CONNECT ON DATABASE {} TO {}, {}").format(sql.Identifier(DEMO_DATABASE), dbz, sig),
-            sql.SQL("GRANT USAGE ON SCHEMA {} TO {}, {}").format(schema, dbz, sig),
+            sql.SQL("GRANT CONNECT ON DATABASE {} TO {}, {}, {}").format(
+                sql.Identifier(DEMO_DATABASE), dbz, sig, reader
+            ),
+            sql.SQL("GRANT USAGE ON SCHEMA {} TO {}, {}, {}").format(schema, dbz, sig, reader),
             sql.SQL(
                 "CREATE TABLE IF NOT EXISTS {} (id VARCHAR(42) PRIMARY KEY, type VARCHAR(32) NOT NULL, data VARCHAR(2048) NULL)"
             ).format(signal_table),
             sql.SQL("ALTER TABLE {} OWNER TO {}").format(signal_table, app),
-            sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(schema, dbz),
-            sql.SQL("ALTER DEFAULT PRIVILEGES FOR ROLE {} IN SCHEMA {} GRANT SELECT ON TABLES TO {}").format(
-                app, schema, dbz
+            sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}, {}").format(schema, dbz, reader),
+            sql.SQL("ALTER DEFAULT PRIVILEGES FOR ROLE {} IN SCHEMA {} GRANT SELECT ON TABLES TO {}, {}").format(
+                app, schema, dbz, reader
             ),
             sql.SQL("GRANT INSERT ON {} TO {}, {}").format(signal_table, dbz, sig),
         ]

@@ -20,32 +20,47 @@ logger = logging.getLogger(__name__)
 
 #: How long :meth:`ManagedProcess.start` waits for a started program's command line to show its marker.
 _EXEC_GRACE_S = 10.0
+#: Environment variable every started process gets (and its descendants inherit): ``<pid file>``. ``stop`` also
+#: finds by it the descendants that left the process tree (orphans re-parented to init, task processes that
+#: moved to a process group of their own) and stops them too.
+PROCESS_TAG_ENV = "CDCLAKE_STACK_PROCESS"
+#: How long :meth:`ManagedProcess.stop` gives the descendants left after the main process to exit on SIGTERM.
+_DESCENDANT_GRACE_S = 10.0
 
 
 @dataclass(frozen=True)
 class ManagedProcess:
     """One long-running process of the stack, known by its pid file.
 
+    The pid file holds the pid and the process's start time (``/proc/<pid>/stat``), which together name one
+    process for good: a recycled pid of an unrelated process is never mistaken for ours.
+
     Attributes:
-        name: service name (``kafka``, ``connect``, ``postgres``, ``mariadb``).
+        name: service name (``kafka``, ``connect``, ``postgres``, ``mariadb``, ``airflow-scheduler``, ...).
         pid_file: where the pid of the started process is written.
         log_file: where its stdout and stderr go.
-        marker: a string that must appear in ``/proc/<pid>/cmdline``, so that a recycled pid of an
-            unrelated process is never mistaken for ours.
+        marker: a string in ``/proc/<pid>/cmdline`` of the process (checked for a pid file without a start time).
+        workdir: when set, the process runs in this directory, and any process found there is one of its
+            descendants (programs that rewrite their command line and environment, like Airflow's, are found
+            by it once they left the process tree).
     """
 
     name: str
     pid_file: Path
     log_file: Path
     marker: str
+    workdir: Path | None = None
 
     def pid(self) -> int | None:
         """The pid of our running process, or None (a stale pid file is removed)."""
         try:
-            pid = int(self.pid_file.read_text().strip())
-        except (FileNotFoundError, ValueError):
+            fields = self.pid_file.read_text().split()
+            pid = int(fields[0])
+            started = int(fields[1]) if len(fields) > 1 else None
+        except (FileNotFoundError, IndexError, ValueError):
             return None
-        if _is_ours(pid, self.marker):
+        ours = _alive(pid) and _start_time(pid) == started if started is not None else _is_ours(pid, self.marker)
+        if ours:
             return pid
         self.pid_file.unlink(missing_ok=True)
         return None
@@ -66,7 +81,7 @@ class ManagedProcess:
         Args:
             argv: command line.
             env: extra environment variables (added to the current environment).
-            cwd: working directory.
+            cwd: working directory (default :attr:`workdir`).
             user: run as this OS user (when started as root), e.g. ``postgres``.
 
         Raises:
@@ -77,6 +92,10 @@ class ManagedProcess:
         full_env = dict(os.environ)
         if env:
             full_env.update(env)
+        full_env[PROCESS_TAG_ENV] = self.tag
+        if cwd is None and self.workdir is not None:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            cwd = self.workdir
         log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child
         try:
             proc = subprocess.Popen(
@@ -94,42 +113,101 @@ class ManagedProcess:
             raise StackError(f"{self.name}: cannot run {argv[0]}: {exc}") from exc
         finally:
             log.close()
-        # Popen may return while the child is still inside execve (vfork): its /proc cmdline can be empty
-        # or the parent's for a moment, and pid() would then take the fresh pid file for a stale one
-        # and remove it. Wait until the command line is the child's own (or the child is gone).
+        # Popen may return while the child is still inside execve (vfork): wait until the command line is the
+        # child's own (or the child is gone), so that what the log and `status` show is the program's
         deadline = time.monotonic() + _EXEC_GRACE_S
         while time.monotonic() < deadline and _alive(proc.pid) and not _is_ours(proc.pid, self.marker):
             time.sleep(0.01)
-        self.pid_file.write_text(f"{proc.pid}\n")
+        self.pid_file.write_text(f"{proc.pid} {_start_time(proc.pid) or ''}\n")
         logger.info("started %s pid=%s log=%s", self.name, proc.pid, self.log_file)
         return proc.pid
+
+    def started_at(self) -> float | None:
+        """When our running process started (seconds since the epoch), or None."""
+        pid = self.pid()
+        ticks = _start_time(pid) if pid is not None else None
+        if ticks is None:
+            return None
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("btime "):
+                return int(line.split()[1]) + ticks / os.sysconf("SC_CLK_TCK")
+        return None
+
+    @property
+    def tag(self) -> str:
+        """The value of :data:`PROCESS_TAG_ENV` in this process's environment and its descendants'."""
+        return str(self.pid_file)
 
     def exited_early(self) -> bool:
         """True when the pid file names a process that is gone (it died during start-up)."""
         return self.pid_file.exists() and not self.running()
 
     def stop(self, timeout_s: float = 30.0) -> bool:
-        """Stop our process (SIGTERM to its process group, SIGKILL after ``timeout_s``).
+        """Stop our process and every process it started.
+
+        SIGTERM goes to the process group; SIGKILL follows after ``timeout_s``. The descendants seen while it
+        stops (also those in process groups of their own, like Airflow's task processes and the
+        ``spark-submit`` they run) and any process still carrying this process's tag (:data:`PROCESS_TAG_ENV`)
+        get SIGTERM next, and SIGKILL after a grace period: nothing started by the service outlives it.
 
         Returns:
-            True when a process was stopped, False when none was running.
+            True when a process was stopped, False when none was running (strays are stopped all the same).
         """
         pid = self.pid()
+        seen = _identities(self._tagged())
         if pid is None:
+            if seen:
+                logger.warning("%s: stopping %d leftover process(es) of an earlier run", self.name, len(seen))
+                _stop_all(seen, _DESCENDANT_GRACE_S)
             return False
+        seen.update(_identities(_descendants(pid)))
         _signal_group(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if not _alive(pid):
                 break
+            seen.update(_identities(_descendants(pid)))
             time.sleep(0.2)
         else:
             logger.warning("%s pid=%s did not stop in %ss; killing", self.name, pid, timeout_s)
+            seen.update(_identities(_descendants(pid)))
             _signal_group(pid, signal.SIGKILL)
             time.sleep(0.5)
+        seen.update(_identities(self._tagged()))
+        seen.pop(pid, None)
+        _stop_all(seen, _DESCENDANT_GRACE_S)
         self.pid_file.unlink(missing_ok=True)
         logger.info("stopped %s pid=%s", self.name, pid)
         return True
+
+    def _tagged(self) -> set[int]:
+        """Processes whose environment carries this process's tag, or that run in its :attr:`workdir`."""
+        needle = f"{PROCESS_TAG_ENV}={self.tag}".encode()
+        workdir = str(self.workdir) if self.workdir is not None else None
+        found = set()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                if workdir is not None and os.readlink(entry / "cwd") == workdir:
+                    found.add(int(entry.name))
+                    continue
+                environ = (entry / "environ").read_bytes()
+            except OSError:
+                continue
+            if needle in environ.split(b"\0"):
+                found.add(int(entry.name))
+        return found
+
+    def pss_bytes(self) -> int:
+        """Proportional memory of the process and its descendants, in bytes (0 when not running).
+
+        Unlike RSS, pages shared by forked workers (Airflow's LocalExecutor forks its workers) are counted once.
+        """
+        pid = self.pid()
+        if pid is None:
+            return 0
+        return sum(_pss(p) for p in _descendants(pid) | {pid})
 
     def rss_bytes(self) -> int:
         """Resident memory of the process and its descendants, in bytes (0 when not running)."""
@@ -169,6 +247,51 @@ def _is_ours(pid: int, marker: str) -> bool:
     return marker in cmdline
 
 
+def _start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (with the pid, it names one process for good)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _identities(pids: set[int]) -> dict[int, int]:
+    """pid -> start time of those still there."""
+    out = {}
+    for pid in pids:
+        started = _start_time(pid)
+        if started is not None:
+            out[pid] = started
+    return out
+
+
+def _still(identities: dict[int, int]) -> dict[int, int]:
+    """The processes of ``identities`` still alive (a pid reused by another process is not ours)."""
+    return {pid: t for pid, t in identities.items() if _start_time(pid) == t and _alive(pid)}
+
+
+def _stop_all(identities: dict[int, int], grace_s: float) -> None:
+    """SIGTERM each process (and its group when it leads one), SIGKILL what is left after ``grace_s``."""
+    left = _still(identities)
+    if not left:
+        return
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = _still(left)
+    for pid in left:
+        logger.warning("pid=%s did not stop on SIGTERM in %ss; killing", pid, grace_s)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def _signal_group(pid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
@@ -205,6 +328,16 @@ def _rss(pid: int) -> int:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _pss(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
                 return int(line.split()[1]) * 1024
     except OSError:
         pass

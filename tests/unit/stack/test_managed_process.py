@@ -26,7 +26,7 @@ def test_a_started_process_is_running_at_once_and_stops(tmp_path: Path) -> None:
         pid = proc.start([sys.executable, "-c", "import time; time.sleep(60)", marker])
         try:
             assert proc.pid() == pid and proc.running() and not proc.exited_early()
-            assert proc.pid_file.read_text().strip() == str(pid)
+            assert proc.pid_file.read_text().split()[0] == str(pid)
         finally:
             assert proc.stop(timeout_s=10)
         assert not proc.running() and not proc.pid_file.exists()
@@ -42,3 +42,62 @@ def test_a_process_that_dies_during_start_up_is_reported(tmp_path: Path) -> None
         time.sleep(0.05)
     assert exited and not proc.running() and not proc.pid_file.exists()
     assert "boom" in proc.tail(5)
+
+
+_TREE = """
+import os, subprocess, sys, time
+marker, out = sys.argv[1], sys.argv[2]
+# a child in a process group of its own (like Airflow's task processes), with a child of its own
+# (like the spark-submit a task runs); both ignore nothing and would outlive a signal to our group
+child = subprocess.Popen([sys.executable, "-c", "import os, subprocess, sys, time; os.setsid(); "
+                          "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
+                          "print(p.pid, flush=True); time.sleep(120)"], stdout=subprocess.PIPE, text=True)
+grandchild = child.stdout.readline().strip()
+with open(out, "w") as fh:
+    fh.write(f"{child.pid} {grandchild}")
+time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_stop_ends_descendants_in_process_groups_of_their_own(tmp_path: Path) -> None:
+    proc, marker = _process(tmp_path)
+    out = tmp_path / "pids"
+    proc.start([sys.executable, "-c", _TREE, marker, str(out)])
+    deadline = time.monotonic() + 20
+    while not (out.exists() and out.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child, grandchild = (int(p) for p in out.read_text().split())
+    assert _alive(child) and _alive(grandchild)
+    assert proc.pss_bytes() > 0
+    assert proc.stop(timeout_s=10)
+    assert not _alive(child) and not _alive(grandchild)
+
+
+def test_stop_finds_orphans_by_their_tag(tmp_path: Path) -> None:
+    # the main process exits, leaving a detached child (re-parented to init): the tag still names it ours
+    proc, marker = _process(tmp_path)
+    out = tmp_path / "orphan"
+    script = (
+        "import subprocess, sys; "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], "
+        "start_new_session=True); open(sys.argv[2], 'w').write(str(p.pid))"
+    )
+    proc.start([sys.executable, "-c", script, marker, str(out)])
+    deadline = time.monotonic() + 20
+    while not (out.exists() and out.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    orphan = int(out.read_text())
+    deadline = time.monotonic() + 20
+    while proc.running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _alive(orphan)
+    assert not proc.stop(timeout_s=5)  # the main process is gone, its orphan is stopped all the same
+    assert not _alive(orphan)

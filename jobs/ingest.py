@@ -1,9 +1,11 @@
 """spark-submit entry point: one ingestion batch of one connector spec into the lake.
 
     spark-submit --jars <.cache/jvm/spark/*.jar> jobs/ingest.py --spec postgres [--max-records N] \
-        [--lake DIR] [--summary-json PATH]
+        [--lake DIR] [--summary-json PATH] [--lock-wait SECONDS]
 
-Parses arguments, builds the session, calls :func:`cdclake.ingest.runner.ingest_from_kafka`.
+Parses arguments, builds the session, calls :func:`cdclake.ingest.runner.ingest_from_kafka`. When another run
+holds the source's lock past --lock-wait, the summary says ``"status": "source-busy"`` (exit status 0: the
+run did nothing, and that is not a failure).
 """
 
 from __future__ import annotations
@@ -22,16 +24,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lake", type=Path, default=None, help="embedded lake directory")
     parser.add_argument("--bootstrap", default=None, help="Kafka bootstrap servers (default: from the spec)")
     parser.add_argument("--summary-json", type=Path, default=None)
+    parser.add_argument("--lock-wait", type=float, default=None, help="seconds to wait for the source's lock")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
 
-    from cdclake.ingest.runner import ingest_from_kafka
+    from cdclake.exceptions import SourceBusyError
+    from cdclake.ingest.lock import DEFAULT_WAIT_S
+    from cdclake.ingest.runner import busy_summary, ingest_from_kafka
     from cdclake.lake import LakeConfig
     from cdclake.spark import build_spark_session
 
     spark = build_spark_session("cdclake-ingest", lake=LakeConfig.from_env(args.lake))
+    wait = DEFAULT_WAIT_S if args.lock_wait is None else args.lock_wait
     try:
-        summary = ingest_from_kafka(spark, args.spec, bootstrap=args.bootstrap, max_records=args.max_records).as_dict()
+        summary = ingest_from_kafka(
+            spark, args.spec, bootstrap=args.bootstrap, max_records=args.max_records, lock_wait_s=wait
+        ).as_dict()
+    except SourceBusyError as exc:
+        logging.getLogger("cdclake.jobs.ingest").warning("%s", exc)
+        summary = busy_summary(args.spec, str(exc))
     finally:
         spark.stop()
     text = json.dumps(summary, indent=2, default=str)

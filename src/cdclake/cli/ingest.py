@@ -10,12 +10,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from cdclake.ingest.lock import DEFAULT_WAIT_S
 from cdclake.lake import LakeConfig
 
 if TYPE_CHECKING:
     from cdclake.ingest.job import BatchSummary
 
 console = Console(stderr=True)
+LockWait = typer.Option(
+    DEFAULT_WAIT_S, "--lock-wait", help="Seconds to wait while another run of the source holds its lock."
+)
 
 
 def _session(lake: Optional[Path]):  # type: ignore[no-untyped-def]  # noqa: UP045
@@ -66,12 +70,19 @@ def ingest(
     bootstrap: Optional[str] = typer.Option(None, help="Kafka bootstrap servers [default: from the spec]"),  # noqa: UP045
     summary_json: Optional[Path] = typer.Option(None, help="Also write the batch summary JSON here."),  # noqa: UP045
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    lock_wait: float = LockWait,
 ) -> None:
-    """Run one batch: the source's Kafka offsets recorded in the lake up to the current end, into Iceberg."""
+    """Run one batch: the source's Kafka offsets recorded in the lake up to the current end, into Iceberg.
+
+    One run of a source at a time: while another run (Airflow's or a CLI's) holds the source's lock, this one
+    waits up to --lock-wait seconds, then exits with status 75 without doing anything.
+    """
     from cdclake.ingest.runner import ingest_from_kafka
 
     spark = _session(lake)
-    summary = ingest_from_kafka(spark, spec, bootstrap=bootstrap, max_records=max_records).as_dict()
+    summary = ingest_from_kafka(
+        spark, spec, bootstrap=bootstrap, max_records=max_records, lock_wait_s=lock_wait
+    ).as_dict()
     if summary_json:
         summary_json.write_text(json.dumps(summary, indent=2, default=str))
     _report(summary, as_json)
@@ -84,10 +95,12 @@ def replay(
     topic_prefix: Optional[str] = typer.Option(None, help="Debezium topic.prefix (default: inferred)."),  # noqa: UP045
     max_records: Optional[int] = typer.Option(None, help="Records per batch (default: all in one batch)."),  # noqa: UP045
     as_json: bool = typer.Option(False, "--json", help="Print the batch summaries as a JSON list."),
+    lock_wait: float = LockWait,
 ) -> None:
     """Ingest recorded Kafka records exactly as `ingest` would read them from Kafka (idempotent).
 
-    Runs batches until everything in the files is applied; each batch is reported as it commits.
+    Runs batches until everything in the files is applied; each batch is reported as it commits. Holds the
+    source's lock like `ingest` (status 75 when another run keeps it longer than --lock-wait seconds).
     """
     from cdclake.ingest.runner import replay_files
 
@@ -99,7 +112,15 @@ def replay(
         if not as_json:
             _report(batches[-1], as_json=False)
 
-    replay_files(spark, files, spec=spec, topic_prefix=topic_prefix, max_records=max_records, on_batch=report)
+    replay_files(
+        spark,
+        files,
+        spec=spec,
+        topic_prefix=topic_prefix,
+        max_records=max_records,
+        on_batch=report,
+        lock_wait_s=lock_wait,
+    )
     if as_json:
         typer.echo(json.dumps(batches, indent=2, default=str))
     elif not batches:

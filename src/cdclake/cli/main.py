@@ -18,7 +18,7 @@ from cdclake.cli.capture import capture
 from cdclake.cli.demo import demo
 from cdclake.cli.ingest import ingest, replay
 from cdclake.cli.reconcile import reconcile
-from cdclake.exceptions import CdcError
+from cdclake.exceptions import CdcError, SourceBusyError
 
 app = typer.Typer(
     name="cdclake",
@@ -57,10 +57,17 @@ def _root(
     )
 
 
+#: Exit status when another run holds the source's lock (EX_TEMPFAIL: try again later).
+EXIT_SOURCE_BUSY = 75
+
+
 def main() -> None:
-    """Run the CLI; cdclake errors print as one clear message and exit 1."""
+    """Run the CLI; cdclake errors print as one clear message and exit 1 (75 when the source is busy)."""
     try:
         app()
+    except SourceBusyError as exc:
+        err.print(f"[bold yellow]busy:[/] {exc}", highlight=False)
+        raise SystemExit(EXIT_SOURCE_BUSY) from None
     except CdcError as exc:
         err.print(f"[bold red]error:[/] {type(exc).__name__}: {exc}", highlight=False)
         raise SystemExit(1) from None

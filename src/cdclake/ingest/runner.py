@@ -1,4 +1,8 @@
-"""Entry points shared by ``cdclake ingest``/``replay`` and ``jobs/ingest.py``: build the source and run a batch."""
+"""Entry points shared by ``cdclake ingest``/``replay`` and ``jobs/ingest.py``: build the source and run a batch.
+
+Both hold the source's lock (:mod:`cdclake.ingest.lock`) while they run: a second run of the same source
+waits for the first one, or gives up with :class:`~cdclake.exceptions.SourceBusyError`.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +16,10 @@ from cdclake.connectors import load_spec
 from cdclake.exceptions import ConfigError
 from cdclake.ingest.config import SourceConfig
 from cdclake.ingest.job import BatchSummary, run_batch
+from cdclake.ingest.lock import DEFAULT_WAIT_S, source_lock
 from cdclake.ingest.sources import KafkaRecordSource, RecordSource, ReplayRecordSource, source_topic_patterns
 from cdclake.ingest.transactions import record_clock
+from cdclake.lake import rows as lake_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -22,19 +28,26 @@ logger = logging.getLogger(__name__)
 
 
 def ingest_from_kafka(
-    spark: SparkSession, spec: str, *, bootstrap: str | None = None, max_records: int | None = None
+    spark: SparkSession,
+    spec: str,
+    *,
+    bootstrap: str | None = None,
+    max_records: int | None = None,
+    lock_wait_s: float = DEFAULT_WAIT_S,
 ) -> BatchSummary:
-    """One batch of the connector spec ``spec`` (name or path) from Kafka.
+    """One batch of the connector spec ``spec`` (name or path) from Kafka, under the source's lock.
 
     Raises:
         ConnectorSpecError: when the spec is invalid.
         RecordSourceError: when Kafka cannot be read.
+        SourceBusyError: when another run holds the source's lock for longer than ``lock_wait_s``.
     """
     loaded = load_spec(spec)
     source = SourceConfig.from_spec(loaded)
     servers = bootstrap or loaded.kafka_bootstrap_servers
     records = KafkaRecordSource(servers, source_topic_patterns(source.topic_prefix))
-    return run_capped_batch(spark, source, records, max_records)
+    with source_lock(lake_rows.session_catalog(spark), source.name, wait_s=lock_wait_s):
+        return run_capped_batch(spark, source, records, max_records)
 
 
 def run_capped_batch(
@@ -69,6 +82,7 @@ def replay_files(
     topic_prefix: str | None = None,
     max_records: int | None = None,
     on_batch: Callable[[BatchSummary], None] | None = None,
+    lock_wait_s: float = DEFAULT_WAIT_S,
 ) -> BatchSummary:
     """Batches over recorded JSON Lines files, exactly as if they were read from Kafka, until all is applied.
 
@@ -78,6 +92,7 @@ def replay_files(
 
     Raises:
         ConfigError: when the files are missing or the topic prefix cannot be inferred.
+        SourceBusyError: when another run holds the source's lock for longer than ``lock_wait_s``.
     """
     if spec:
         source = SourceConfig.from_spec(load_spec(spec))
@@ -102,7 +117,7 @@ def replay_files(
     # a batch makes no progress (everything left belongs to transactions still incomplete in the files)
     # Transaction ages are measured on the records' clock: the files are replayed as they were read
     # when recorded, so a capture cut inside a transaction holds it however old the capture is.
-    with record_clock():
+    with record_clock(), source_lock(lake_rows.session_catalog(spark), source.name, wait_s=lock_wait_s):
         while True:
             result = run_capped_batch(spark, source, records, max_records)
             if result.batch_id is None:
@@ -112,3 +127,22 @@ def replay_files(
                 on_batch(result)
             if result.held_everything:
                 return summary
+
+
+#: ``status`` of a batch summary when the source's lock was held by another run (nothing was done).
+SOURCE_BUSY = "source-busy"
+
+
+def busy_summary(spec: str, message: str) -> dict[str, object]:
+    """The summary of a run that found the source busy (it read and wrote nothing)."""
+    return {
+        "source": load_spec(spec).name,
+        "batch_id": None,
+        "status": SOURCE_BUSY,
+        "message": message,
+        "records": 0,
+        "tables": {},
+        "changed_tables": [],
+        "dead_lettered": 0,
+        "reconciliation": {"ok": True, "problems": []},
+    }

@@ -9,8 +9,11 @@ Each table of each spec gets :func:`cdclake.lake.maintenance.policy_for` (its la
 overrides given here) and the procedures of :func:`maintenance_calls`. An upsert table's tombstone
 side table (``<table>__cdc_deletes``) first loses the tombstones older than the retention
 (:func:`tombstone_calls`), then gets the same procedures. Tables that are not in the lake yet are
-skipped. Then the lake's audit tables (``lake.cdc_audit.*``, shared by every source) get
-:func:`audit_policy` with the same overrides, unless ``--skip-audit`` or ``--table`` is given.
+skipped. A spec's tables are maintained while the job holds the source's lock (:mod:`cdclake.ingest.lock`),
+so that no batch of the source writes to them meanwhile (it waits up to ``--lock-wait`` seconds for a running
+batch; a source still busy then is reported under ``failed``). Then the lake's audit tables
+(``lake.cdc_audit.*``, shared by every source) get :func:`audit_policy_of` with the same overrides, unless
+``--skip-audit`` or ``--table`` is given.
 A failing table does not stop the others; the exit code is 1 when any failed.
 The summary JSON is ``{"tables": {identifier: {procedure: [rows]}}, "skipped": [...], "failed": {identifier: error}}``.
 """
@@ -26,13 +29,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cdclake.assets import table_identifier
-from cdclake.connectors import load_spec
+from cdclake.connectors import ConnectorSpec, load_spec
+from cdclake.exceptions import SourceBusyError
+from cdclake.ingest.lock import DEFAULT_WAIT_S, source_lock
 from cdclake.lake import LakeConfig
+from cdclake.lake import rows as lake_rows
 from cdclake.lake.maintenance import (
     MaintenanceCall,
     MaintenancePolicy,
     audit_identifiers,
-    audit_policy,
+    audit_policy_of,
     maintenance_calls,
     policy_for,
     run_calls,
@@ -62,6 +68,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--skip-audit", action="store_true", help="leave the lake's audit tables (lake.cdc_audit.*) alone"
     )
     parser.add_argument("--summary-json", help="write the summary here")
+    parser.add_argument(
+        "--lock-wait", type=float, default=DEFAULT_WAIT_S, help="seconds to wait for a source's running batch"
+    )
     return parser.parse_args(argv)
 
 
@@ -74,6 +83,28 @@ def _table_calls(
     if spark.catalog.tableExists(side):
         out.append((side, [*tombstone_calls(identifier, policy, now), *maintenance_calls(side, policy, now)]))
     return out
+
+
+def _maintain_spec(
+    spark: SparkSession,
+    spec: ConnectorSpec,
+    tables: list[str],
+    overrides: dict[str, Any],
+    now: datetime,
+    summary: dict[str, Any],
+) -> None:
+    """Every table of one spec (or only ``tables``) that is in the lake."""
+    for data_collection in spec.table_names:
+        if tables and data_collection not in tables:
+            continue
+        identifier = table_identifier(spec, data_collection)
+        if not spark.catalog.tableExists(identifier):
+            logger.info("skipping %s: not in the lake yet", identifier)
+            summary["skipped"].append(identifier)
+            continue
+        policy = policy_for(spec.table(data_collection).lake, overrides)
+        for name, calls in _table_calls(spark, identifier, policy, now):
+            _run(spark, name, calls, summary)
 
 
 def _run(spark: SparkSession, name: str, calls: list[MaintenanceCall], summary: dict[str, Any]) -> None:
@@ -102,21 +133,15 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict[str, Any] = {"tables": {}, "skipped": [], "failed": {}}
     try:
         for spec in specs:
-            for data_collection in spec.table_names:
-                if args.table and data_collection not in args.table:
-                    continue
-                identifier = table_identifier(spec, data_collection)
-                if not spark.catalog.tableExists(identifier):
-                    logger.info("skipping %s: not in the lake yet", identifier)
-                    summary["skipped"].append(identifier)
-                    continue
-                policy = policy_for(spec.table(data_collection).lake, overrides)
-                for name, calls in _table_calls(spark, identifier, policy, now):
-                    _run(spark, name, calls, summary)
+            try:
+                with source_lock(lake_rows.session_catalog(spark), spec.name, wait_s=args.lock_wait):
+                    _maintain_spec(spark, spec, args.table, overrides, now, summary)
+            except SourceBusyError as exc:
+                logger.error("maintenance of %s skipped: %s", spec.name, exc)
+                summary["failed"][spec.name] = str(exc)
         if not (args.skip_audit or args.table):
-            audit = audit_policy(overrides)
             for name in audit_identifiers(spark):
-                _run(spark, name, maintenance_calls(name, audit, now), summary)
+                _run(spark, name, maintenance_calls(name, audit_policy_of(name, overrides), now), summary)
     finally:
         spark.stop()
     if args.summary_json:

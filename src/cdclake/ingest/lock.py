@@ -45,6 +45,10 @@ DEFAULT_LEASE_S = 120.0
 #: How long a run waits for the holder to finish before it gives up (``--lock-wait``).
 DEFAULT_WAIT_S = 300.0
 _POLL_S = 2.0
+#: Snapshot count of ``cdc_audit.locks`` above which a release tidies it up, and what the tidy-up keeps.
+TIDY_AFTER_SNAPSHOTS = 200
+ROW_RETENTION = timedelta(days=1)
+SNAPSHOT_RETENTION = timedelta(hours=1)
 #: ``commit.retry.num-retries=0``: pyiceberg would otherwise re-apply a lock's append on top of a concurrent
 #: commit, and two runs would each take the lock.
 _PROPERTIES = {"format-version": "2", "comment": "cdclake source locks", "commit.retry.num-retries": "0"}
@@ -182,12 +186,34 @@ class SourceLock:
             time.sleep(_POLL_S)
 
     def release(self) -> None:
-        """Give the lock back (stops the renewals)."""
+        """Give the lock back (stops the renewals), then keep the table small (:meth:`_tidy`)."""
         self._stop.set()
         if self._renewer is not None:
             self._renewer.join(timeout=30)
         self._commit(RELEASED)
         logger.info("source %s: lock %s released", self.source, self.lock_id)
+        self._tidy()
+
+    def _tidy(self) -> None:
+        """Drop the source's lock rows older than :data:`ROW_RETENTION` and expire snapshots older than
+        :data:`SNAPSHOT_RETENTION`, once the table has more than :data:`TIDY_AFTER_SNAPSHOTS` snapshots.
+
+        The table is the lock module's own: Spark's maintenance procedures would commit to it with retries, which
+        its commits must not have; ``iceberg_maintenance`` only removes its orphan files. A commit that loses a
+        race is left for the next release.
+        """
+        from pyiceberg.exceptions import CommitFailedException
+        from pyiceberg.expressions import And, EqualTo, LessThan
+
+        table = self._table()
+        if len(table.metadata.snapshots) <= TIDY_AFTER_SNAPSHOTS:
+            return
+        now = datetime.now(UTC)
+        try:
+            table.delete(And(EqualTo("source", self.source), LessThan("at", (now - ROW_RETENTION).isoformat())))
+            self._table().maintenance.expire_snapshots().older_than(now - SNAPSHOT_RETENTION).commit()
+        except CommitFailedException:
+            logger.info("source %s: lock table tidy-up left for later (concurrent commit)", self.source)
 
     def _renew(self) -> None:
         while not self._stop.wait(self.lease_s / 3):

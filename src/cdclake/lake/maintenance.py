@@ -48,6 +48,8 @@ EXPIRE_OLDER_THAN_DAYS_DEFAULT = 7.0
 RETAIN_LAST_DEFAULT = 5
 REWRITE_MIN_INPUT_FILES_DEFAULT = 5
 ORPHAN_OLDER_THAN_DAYS_DEFAULT = 3.0
+#: ``cdc_audit.locks`` (:data:`cdclake.ingest.lock.LOCKS`).
+LOCKS_TABLE = "locks"
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,22 @@ def audit_policy(overrides: Mapping[str, Any] | None = None) -> MaintenancePolic
         ConfigError: on an unknown key or an invalid value (names the key).
     """
     return policy_for(LakeOptions(mode=LakeMode.APPEND), overrides)
+
+
+def audit_policy_of(identifier: str, overrides: Mapping[str, Any] | None = None) -> MaintenancePolicy:
+    """The policy of one audit table: :func:`audit_policy`, except for ``cdc_audit.locks``.
+
+    The source locks (:mod:`cdclake.ingest.lock`) commit without retries, so that two runs never both take a lock;
+    a Spark procedure committing to that table could fail any time a lock is taken. The lock module tidies the
+    table itself (old rows, old snapshots); maintenance only removes the files that tidy-up leaves orphaned.
+
+    Raises:
+        ConfigError: on an unknown key or an invalid value (names the key).
+    """
+    policy = audit_policy(overrides)
+    if identifier.rsplit(".", 1)[-1] == LOCKS_TABLE:
+        policy = replace(policy, expire_snapshots=False, rewrite_data_files=False, rewrite_position_deletes=False)
+    return policy
 
 
 def audit_identifiers(spark: SparkSession, catalog: str = CATALOG_NAME) -> list[str]:

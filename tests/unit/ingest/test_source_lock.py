@@ -127,3 +127,24 @@ def test_a_live_holder_elsewhere_keeps_the_lock_and_the_error_names_it(tmp_path:
     # other sources are not affected
     with source_lock(catalog, "maria", wait_s=0):
         pass
+
+
+def test_a_release_tidies_the_lock_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cdclake.ingest import lock
+
+    catalog = _catalog(tmp_path / "lake")
+    for _ in range(3):
+        with source_lock(catalog, "pg", wait_s=0):
+            pass
+    table = catalog.load_table(("cdc_audit", "locks"))
+    assert len(table.scan().to_arrow()) == 6 and len(table.metadata.snapshots) == 6
+    monkeypatch.setattr(lock, "TIDY_AFTER_SNAPSHOTS", 2)
+    monkeypatch.setattr(lock, "ROW_RETENTION", timedelta(0))
+    monkeypatch.setattr(lock, "SNAPSHOT_RETENTION", timedelta(0))
+    with source_lock(catalog, "pg", wait_s=0):
+        pass
+    table = catalog.load_table(("cdc_audit", "locks"))
+    assert len(table.scan().to_arrow()) == 0  # every row older than the (zero) retention is gone
+    assert len(table.metadata.snapshots) == 1  # only the current snapshot is left
+    with source_lock(catalog, "pg", wait_s=0):  # and the lock works as before
+        pass

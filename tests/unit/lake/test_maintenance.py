@@ -270,3 +270,13 @@ def test_audit_maintenance_compacts_and_expires_the_ledger_and_it_reads_the_same
     assert pending is None and committed is not None
     assert (committed.batch_id, committed.seq, committed.next_offsets) == ("b4", 4, {("mt.t", 0): 40})
     assert (committed.batch_id, committed.next_offsets) == (before[0].batch_id, before[0].next_offsets)
+
+
+def test_the_lock_table_only_gets_its_orphan_files_removed() -> None:
+    from cdclake.lake.maintenance import audit_policy_of
+
+    now = datetime(2026, 1, 10, tzinfo=UTC)
+    ledger = [c.procedure for c in maintenance_calls("lake.cdc_audit.batches", audit_policy_of("lake.cdc_audit.batches"), now)]
+    locks = [c.procedure for c in maintenance_calls("lake.cdc_audit.locks", audit_policy_of("lake.cdc_audit.locks"), now)]
+    assert ledger == ["rewrite_data_files", "expire_snapshots", "remove_orphan_files"]
+    assert locks == ["remove_orphan_files"]

@@ -23,12 +23,12 @@ $(UV):
 	$(PYTHON) -m venv $(UV_VENV)
 	$(UV_VENV)/bin/pip install -q "uv==$(UV_VERSION)"
 
-$(VENV)/.synced: requirements.lock pyproject.toml | $(VENV)/bin/python $(UV)
+$(VENV)/.synced: requirements.lock pyproject.toml plugins/pyproject.toml | $(VENV)/bin/python $(UV)
 	VIRTUAL_ENV=$(VENV) $(UV) pip sync -q requirements.lock
-	VIRTUAL_ENV=$(VENV) $(UV) pip install -q --no-deps -e .
+	VIRTUAL_ENV=$(VENV) $(UV) pip install -q --no-deps -e . -e plugins
 	touch $@
 
-venv: $(VENV)/.synced  ## Python virtualenv from requirements.lock (+ cdclake, editable)
+venv: $(VENV)/.synced  ## Python virtualenv from requirements.lock (+ cdclake and cdclake-airflow, editable)
 
 DECODER_SOURCES := $(shell find jvm/decoder/src -name '*.java')
 

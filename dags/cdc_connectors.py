@@ -25,6 +25,7 @@ from airflow.sdk import Param, dag, task
 from cdclake.connectors import load_specs
 from cdclake.orchestration import spec_names
 from cdclake.orchestration.defaults import START_DATE, default_args
+from cdclake.orchestration.deployment import enabled_specs
 from cdclake_airflow.callables import validate_connector_specs
 from cdclake_airflow.operators.kafka_connect import KafkaConnectorRestartOperator, KafkaConnectorUpsertOperator
 from cdclake_airflow.sensors.kafka_connect import KafkaConnectorRunningSensor
@@ -49,7 +50,7 @@ def connector_of(upsert_result: dict[str, Any]) -> str:
         "sources": Param(
             [],
             type="array",
-            items={"type": "string", "enum": spec_names(load_specs())},
+            items={"type": "string", "enum": spec_names(enabled_specs(load_specs()))},
             description="Specs to register; empty = every spec whose source connection is defined.",
         ),
     },

@@ -3,7 +3,7 @@
 
 Every 10 minutes: asks Kafka Connect for the status of the connector of every active spec (specs
 whose source connection is defined) and **fails** when a connector or one of its tasks is FAILED,
-or a connector is not registered. The failure message quotes the worker's stack trace, so the
+or a connector is not registered. It is skipped when no spec has its connection defined. The failure message quotes the worker's stack trace, so the
 alert (task failure notification) says what broke. Non-RUNNING states (PAUSED, UNASSIGNED) are
 logged as warnings.
 

@@ -18,8 +18,9 @@ Params (JSON-schema validated):
 3. **wait_snapshot** (deferrable): waits for the snapshot's COMPLETED notification on
    `<prefix>.notifications`; fails on ABORTED.
 4. **ingest**: one bounded batch of `jobs/ingest.py` for the source.
-5. **compare_row_counts**: source `COUNT(*)` (via connection `<connection_id>_app`; skipped with a
-   warning when it is not defined) must equal the lake table's row count for `upsert` tables.
+   It holds the source's lock, so it waits for a scheduled `cdc_ingest__<source>` batch in flight.
+5. **compare_row_counts**: source `COUNT(*)` (via the reader connection `<connection_id>_reader`;
+   skipped with a warning when it is not defined) must equal the lake table's row count for `upsert` tables.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from airflow.sdk import Param, dag, task
 from cdclake.connectors import load_specs
 from cdclake.orchestration import spec_names
 from cdclake.orchestration.defaults import START_DATE, default_args
+from cdclake.orchestration.deployment import enabled_specs
 from cdclake_airflow.callables import compare_snapshot_counts, plan_snapshot
 from cdclake_airflow.operators.debezium_signal import SendDebeziumSignalOperator
 from cdclake_airflow.operators.spark_job import CdcSparkJobOperator
@@ -47,7 +49,7 @@ SIGNAL = "ti.xcom_pull(task_ids='send_signal')"
     default_args=default_args(),
     tags=["cdc", "debezium", "snapshot"],
     params={
-        "source": Param(type="string", enum=spec_names(load_specs()), description="Connector spec name."),
+        "source": Param(type="string", enum=spec_names(enabled_specs(load_specs())), description="Source (spec name)."),
         "tables": Param(
             type="array", items={"type": "string", "minLength": 1}, minItems=1, description="Tables to snapshot."
         ),

@@ -1,9 +1,10 @@
 """
 ### iceberg_maintenance
 
-Daily Iceberg maintenance of every lake table of every connector spec, through Iceberg's Spark
-procedures (`jobs/maintenance.py`, one `spark-submit` for all specs; tables not in the lake yet
-are skipped).
+Daily Iceberg maintenance of every lake table of every source of the deployment (`CDC_SOURCES`),
+through Iceberg's Spark procedures (`jobs/maintenance.py`, one `spark-submit` for all specs; tables not
+in the lake yet are skipped). Each source's tables are maintained under the source's lock, so no batch
+of that source runs meanwhile.
 
 Per table, the policy is `cdclake.lake.maintenance.policy_for(table lake options, params)`:
 
@@ -32,6 +33,7 @@ from airflow.sdk import Param, dag, task
 from cdclake.connectors import load_specs
 from cdclake.orchestration import job_arguments, spec_names
 from cdclake.orchestration.defaults import START_DATE, default_args
+from cdclake.orchestration.deployment import enabled_specs
 from cdclake_airflow.operators.spark_job import CdcSparkJobOperator
 
 
@@ -44,7 +46,7 @@ from cdclake_airflow.operators.spark_job import CdcSparkJobOperator
     default_args=default_args(),
     tags=["iceberg", "maintenance"],
     params={
-        "sources": Param([], type="array", items={"type": "string", "enum": spec_names(load_specs())}),
+        "sources": Param([], type="array", items={"type": "string", "enum": spec_names(enabled_specs(load_specs()))}),
         "dry_run": Param(False, type="boolean"),
         "expire_older_than_days": Param(None, type=["null", "number"], minimum=0),
         "retain_last": Param(None, type=["null", "integer"], minimum=1),
@@ -57,7 +59,7 @@ from cdclake_airflow.operators.spark_job import CdcSparkJobOperator
 def iceberg_maintenance() -> None:
     @task
     def plan(params: dict[str, Any]) -> list[str]:
-        names = params["sources"] or spec_names(load_specs())
+        names = params["sources"] or spec_names(enabled_specs(load_specs()))
         args = job_arguments(names[0], extra={k: params.get(k) for k in params if k != "sources"})
         return [*args, *(a for name in names[1:] for a in ("--spec", name))]
 

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow.sdk import Asset
+from airflow.sdk import Asset, BaseHook
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from cdclake.assets import table_identifier
@@ -26,11 +26,14 @@ from cdclake.orchestration import (
     row_count_query,
     select_specs,
 )
+from cdclake.orchestration.summary import SOURCE_BUSY
 from cdclake_airflow.connections import connection_defined
 from cdclake_airflow.hooks.debezium_signal import DebeziumSignalHook
 from cdclake_airflow.hooks.kafka_connect import KafkaConnectHook
 
 log = logging.getLogger(__name__)
+
+KAFKA_CONN_ID = "kafka_default"
 
 
 def active_specs(requested: Sequence[str] | None = None) -> list[ConnectorSpec]:
@@ -83,8 +86,11 @@ def check_connectors_health(requested: Sequence[str] | None, kafka_connect_conn_
 
     Raises:
         ConnectorFailedError: with every failure (the worker's stack traces included).
+        AirflowSkipException: when no spec has its source connection defined (nothing runs here).
     """
     specs = active_specs(requested)
+    if not specs:
+        raise AirflowSkipException("no spec of this deployment has its source connection defined: nothing to check")
     statuses = KafkaConnectHook(kafka_connect_conn_id).list_connectors(expand_status=True)
     assert isinstance(statuses, dict)
     failures, warnings = connector_health_problems({s.name: s.connect_name for s in specs}, statuses)
@@ -103,10 +109,13 @@ def check_ingest_result(result: Mapping[str, Any] | None) -> dict[str, Any]:
 
     Raises:
         AirflowFailException: when ``reconciliation.ok`` is false (lists the problems; retrying the check cannot help).
+        AirflowSkipException: when the run found the source busy (another run held its lock) and did nothing.
     """
     if not result or "summary" not in result:
         raise AirflowFailException(f"the ingest task returned no summary: {result!r}")
     summary = load_summary(result["summary"])
+    if summary.status == SOURCE_BUSY:
+        raise AirflowSkipException(summary.message or f"source {summary.source} was busy: nothing was done")
     for warning in summary.warnings():
         log.warning("%s", warning)
     log.info(
@@ -217,3 +226,105 @@ def compare_snapshot_counts(
     if mismatches:
         raise AirflowFailException("source and lake row counts differ after the snapshot:\n" + "\n".join(mismatches))
     return {"compared": {t: list(c) for t, c in counts.items()}, "skipped": skipped}
+
+
+def ingest_pending(source: str) -> bool:
+    """Whether a batch of ``source`` has anything to do: new records in its topics, an interrupted batch to redo,
+    or a quarantine release to apply (Kafka and the lake's ledger; no Spark). False skips the Spark job."""
+    from cdclake.monitor import pending_work
+
+    spec = load_spec(source)
+    work = pending_work(spec, bootstrap=_kafka_bootstrap(spec))
+    log.info("Source %s: %s", source, work.describe())
+    return bool(work)
+
+
+def _kafka_bootstrap(spec: ConnectorSpec) -> str:
+    """``bootstrap.servers`` of ``kafka_default`` when it is defined, else the spec's."""
+    if connection_defined(KAFKA_CONN_ID):
+        servers = BaseHook.get_connection(KAFKA_CONN_ID).extra_dejson.get("bootstrap.servers")
+        if servers:
+            return str(servers)
+    return spec.kafka_bootstrap_servers
+
+
+def reconcile_under_lock(source: str, tables: Sequence[str] | None, run: str) -> dict[str, Any]:
+    """Compare the source database with the lake, table by table, and record the verdicts in the lake
+    (``cdc_audit.reconciliation``, what the CDC view shows).
+
+    The source is read through the spec's reader connection (``<connection_id>_reader``); the lake is read
+    while the task holds the source's lock, so that no batch commits in the middle of the comparison.
+
+    Returns:
+        ``{"source", "equal", "tables": {table: {"status", "source_rows", "lake_rows", "missing", "extra",
+        "different", "sample"}}}``.
+
+    Raises:
+        AirflowSkipException: for a spec without SQL (MongoDB) or without its reader connection.
+        AirflowFailException: after recording, when a table differs (names the tables and sample keys).
+    """
+    from pyiceberg.catalog import load_catalog
+
+    from cdclake.ingest.lock import source_lock
+    from cdclake.lake import LakeConfig
+    from cdclake.reconcile import SourceConnection, reconcile_source
+    from cdclake.reconcile.audit import SAMPLE_KEYS, record_report
+
+    spec = load_spec(source)
+    if spec.connector is ConnectorKind.MONGODB:
+        raise AirflowSkipException(f"spec {source} is MongoDB: reconciliation compares SQL tables")
+    conn_id = reader_conn_id(spec)
+    if not connection_defined(conn_id):
+        raise AirflowSkipException(f"connection {conn_id} (the source's reader) is not defined: nothing to compare")
+    conn = BaseHook.get_connection(conn_id)
+    kind = "postgres" if spec.connector is ConnectorKind.POSTGRESQL else "mysql"
+    connection = SourceConnection(
+        kind=kind,
+        host=str(conn.host),
+        port=int(conn.port or (5432 if kind == "postgres" else 3306)),
+        user=str(conn.login),
+        password=str(conn.password or ""),
+        database=str(conn.schema or spec.database),
+        origin=f"connection {conn_id}",
+    )
+    lake = LakeConfig.from_env()
+    lake.ensure_dirs()
+    catalog = load_catalog(**lake.pyiceberg_properties())
+    with source_lock(catalog, spec.name, label=run):
+        report = reconcile_source(spec, lake=lake, tables=list(tables or []) or None, connection=connection)
+    record_report(catalog, report, run)
+    out: dict[str, Any] = {"source": source, "equal": report.equal, "tables": {}}
+    for t in report.tables:
+        sample = {
+            k: [list(x) for x in v[:SAMPLE_KEYS]]
+            for k, v in (("missing", t.missing_keys), ("extra", t.extra_keys), ("different", t.different_keys))
+            if v
+        }
+        out["tables"][t.source_table] = {
+            "status": t.status,
+            "source_rows": t.source_rows,
+            "lake_rows": t.lake_rows,
+            "missing": len(t.missing_keys),
+            "extra": len(t.extra_keys),
+            "different": len(t.different_keys),
+            "sample": sample,
+            "note": t.note,
+        }
+        log.info(
+            "%s: %s (source %s rows, lake %s rows%s)",
+            t.source_table,
+            t.status,
+            t.source_rows,
+            t.lake_rows,
+            f"; keys {sample}" if sample else "",
+        )
+    if not report.equal:
+        different = {k: v for k, v in out["tables"].items() if v["status"] == "different"}
+        raise AirflowFailException(
+            f"source {source} and the lake differ: "
+            + "; ".join(
+                f"{k}: missing {v['missing']}, extra {v['extra']}, different {v['different']}, keys {v['sample']}"
+                for k, v in different.items()
+            )
+        )
+    return out

@@ -22,12 +22,14 @@ APPROVED_TAGS = {
     "iceberg",
     "maintenance",
     "health",
+    "reconcile",
 } | {f"source:{name}" for name in SPECS}
 DAG_FILES = sorted(p for p in DAGS_DIR.glob("*.py") if not p.name.startswith("_"))
 EXPECTED_DAG_IDS = {
     "cdc_connectors",
     "cdc_connectors_health",
     "cdc_snapshot",
+    "cdc_reconcile",
     "iceberg_maintenance",
     *(f"cdc_ingest__{name}" for name in SPECS),
 }

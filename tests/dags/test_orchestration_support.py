@@ -185,7 +185,7 @@ def test_row_count_queries_quote_per_dialect() -> None:
     assert row_count_query(SPECS["informix"], "demo.informix.orders") == "SELECT COUNT(*) FROM informix.orders"
     with pytest.raises(ValueError, match="count_documents"):
         row_count_query(SPECS["mongodb"], "demo.orders")
-    assert reader_conn_id(PG) == "cdc_postgres_app"
+    assert reader_conn_id(PG) == "cdc_postgres_reader"
     assert count_mismatches({"a": (3, 3), "b": (3, 2)}) == ["b: source 3 row(s), lake 2 row(s)"]
 
 

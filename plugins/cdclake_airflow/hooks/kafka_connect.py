@@ -12,9 +12,9 @@ from cdclake.connect import ConnectorOffset, ConnectorPlugin, ConnectorStatus, K
 from cdclake.connect.client import DEFAULT_RETRIES, DEFAULT_TIMEOUT, Timeout
 from cdclake.connect.models import ValidationResult
 from cdclake.exceptions import CdcError
+from cdclake_airflow.hooks.kafka_connect_form import DEFAULT_PORT, KAFKA_CONNECT_FIELD_BEHAVIOUR
 
 SUPPORTED_CONN_TYPES = ("kafka_connect", "http")
-DEFAULT_PORT = 8083
 
 
 class KafkaConnectHook(BaseHook):
@@ -40,17 +40,8 @@ class KafkaConnectHook(BaseHook):
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        """Custom connection-form behaviour."""
-        return {
-            "hidden_fields": [],
-            "relabeling": {"schema": "Scheme (http/https)"},
-            "placeholders": {
-                "host": "127.0.0.1",
-                "port": str(DEFAULT_PORT),
-                "schema": "http",
-                "extra": '{"timeout": [5, 30], "retries": 3}',
-            },
-        }
+        """Custom connection-form behaviour (also in the provider info, :mod:`cdclake_airflow.provider`)."""
+        return dict(KAFKA_CONNECT_FIELD_BEHAVIOUR)
 
     def _client_settings(self) -> tuple[str, dict[str, Any]]:
         conn = self.get_connection(self.kafka_connect_conn_id)

@@ -14,6 +14,7 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from cdclake import cds
+from cdclake.ingest.lock import LOCK_LABEL_ENV
 from cdclake.lake import LakeConfig
 from cdclake.orchestration import job_application, run_file
 from cdclake.spark import session_conf, spark_jars, with_driver_options
@@ -38,7 +39,8 @@ class CdcSparkJobOperator(SparkSubmitOperator):
       maps this machine's class-data sharing archive when there is one (:mod:`cdclake.cds`);
     * with ``summary_json`` (default), ``--summary-json <per-run path>`` is appended to
       ``application_args`` and the parsed summary is returned (XCom): ``{"summary_path", "summary"}``.
-      The job writes it on the driver, so this needs client deploy mode (the connection's default).
+      The job writes it on the driver, so this needs client deploy mode (the connection's default);
+    * ``CDC_LOCK_LABEL`` names the task run to any other run that waits for the source's lock the job holds.
 
     The master comes from the Spark connection (``conn_id``, default ``spark_default``): ``local[*]``
     on the local stack, ``spark://spark-master:7077`` in docker-compose.
@@ -78,9 +80,12 @@ class CdcSparkJobOperator(SparkSubmitOperator):
             path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
             self.env_vars = {**(self.env_vars or {}), "PATH": path}
             self.log.info("%s is not on PATH; using %s", binary, Path(sys.executable).parent / binary)
+        ti = context["ti"]
+        label = f"airflow {ti.dag_id}/{ti.run_id}/{ti.task_id}"
+        if self._deploy_mode != "cluster":
+            self.env_vars = {**(self.env_vars or {}), LOCK_LABEL_ENV: label}
         if not self.summary_json:
             return None
-        ti = context["ti"]
         path = run_file(run_dir(), ti.dag_id, ti.run_id, ti.task_id, getattr(ti, "map_index", -1))
         path.parent.mkdir(parents=True, exist_ok=True)
         path.unlink(missing_ok=True)

@@ -86,7 +86,7 @@ def reconcile(
     dsn: Optional[str] = typer.Option(  # noqa: UP045
         None,
         "--dsn",
-        help="Source connection URI [default: env AIRFLOW_CONN_<CONNECTION_ID>_APP, else the local stack]",
+        help="Source connection URI [default: env AIRFLOW_CONN_<CONNECTION_ID>_READER, else the local stack]",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:

@@ -182,6 +182,10 @@ class ConverterOptions(_SpecModel):
 ExtraValue = str | int | float | bool
 
 
+#: Suffix of a spec's reader connection id (:attr:`ConnectorSpec.reader_connection_id`).
+READER_CONNECTION_SUFFIX = "_reader"
+
+
 class ConnectorSpec(_SpecModel):
     """A validated connector spec. Build it with :func:`cdclake.connectors.load_spec`, not directly.
 
@@ -238,6 +242,15 @@ class ConnectorSpec(_SpecModel):
     def connect_name(self) -> str:
         """Name of the connector on the Kafka Connect cluster (``connector_name``, default ``name``)."""
         return self.connector_name or self.name
+
+    @property
+    def reader_connection_id(self) -> str:
+        """The Airflow connection that may read the captured tables: ``<connection_id>_reader``.
+
+        ``connection_id`` is the signal writer, which can only insert signal rows; row counts and
+        source-vs-lake reconciliations read the tables through this one (``SELECT`` on them, nothing else).
+        """
+        return self.connection_id + READER_CONNECTION_SUFFIX
 
     @property
     def connector_class(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
@@ -77,7 +78,8 @@ STAT_OPS = ("c", "r", "u", "d", "t", "m")
 class TableStats:
     """What applying a table's change rows needs to know of them first: events per op, the greatest position
     (the batch's watermark for the table), the last truncate's position, the columns that carry an
-    unavailable-value placeholder, and how many rows belong to a transaction.
+    unavailable-value placeholder, and how many rows belong to a transaction; and, for the batch summary,
+    the first and last source commit time (``source.ts_ms``) among them.
 
     The decoder's counting pass observes them (:meth:`DecodedBatch.table_stats`); the applier computes them
     itself (one pass over the rows) when the rows it applies are not all the decoded ones.
@@ -89,6 +91,9 @@ class TableStats:
     keep: list[str]
     #: change rows that carry a transaction id (none: the table has nothing for transaction gathering)
     transactional: int = 0
+    #: the earliest and latest ``source.ts_ms`` of the rows (naive, in the session's time zone: UTC)
+    source_ts_first: datetime | None = None
+    source_ts_last: datetime | None = None
 
     @staticmethod
     def aggregates(rows: Column | None = None) -> list[Column]:
@@ -100,6 +105,8 @@ class TableStats:
             F.max(pick(F.when(F.col("_cdc_op") == "t", F.col("_cdc_position")))).alias("truncate"),
             F.array_distinct(F.flatten(F.collect_set(pick(F.col("_cdc_keep_columns"))))).alias("keep"),
             F.count_if(pick(F.col("_cdc_tx_id").isNotNull())).alias("transactional"),
+            F.min(pick(F.col("_cdc_source_ts"))).alias("source_ts_first"),
+            F.max(pick(F.col("_cdc_source_ts"))).alias("source_ts_last"),
         ]
 
     @classmethod
@@ -110,6 +117,8 @@ class TableStats:
             truncate=[int(x) for x in row["truncate"]] if row["truncate"] is not None else None,
             keep=sorted(row["keep"] or []),
             transactional=int(row["transactional"] or 0),
+            source_ts_first=row["source_ts_first"],
+            source_ts_last=row["source_ts_last"],
         )
 
     @classmethod
@@ -127,6 +136,8 @@ class TableStats:
             truncate=max(truncates) if truncates else None,
             keep=sorted({k for p in parts for k in p.keep}),
             transactional=sum(p.transactional for p in parts),
+            source_ts_first=min((p.source_ts_first for p in parts if p.source_ts_first), default=None),
+            source_ts_last=max((p.source_ts_last for p in parts if p.source_ts_last), default=None),
         )
 
 

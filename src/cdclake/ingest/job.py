@@ -17,7 +17,7 @@ import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
@@ -110,6 +110,8 @@ class BatchSummary:
     schema_cuts: dict[str, str] = field(default_factory=dict)
     #: how the decoder found the batch's schema versions: ``sample`` or ``pass`` (see docs/decoding.md)
     discovery: str | None = None
+    #: the first and last source commit time (``source.ts_ms``) of the batch's change rows, ISO 8601 UTC
+    source_ts: dict[str, str] = field(default_factory=dict)
 
     @property
     def changed_tables(self) -> list[str]:
@@ -139,6 +141,7 @@ class BatchSummary:
             "transactions": self.transactions,
             "schema_cuts": self.schema_cuts,
             "discovery": self.discovery,
+            "source_ts": self.source_ts,
             "reconciliation": {"ok": not problems, "problems": problems},
         }
 
@@ -252,6 +255,7 @@ def run_batch(
         has = {name: summary.counts.get(name, 0) > 0 for name in ("transactions", "schema_changes", "dead_letters")}
         # tables none of whose rows carries a transaction id (seen by the counting pass) have nothing to gather
         stats = {t: decoded.table_stats(t) for t in own}
+        summary.source_ts = _source_ts_range([s for s in stats.values() if s is not None])
         carrying = [f for t, f in own.items() if stats[t] is None or stats[t].transactional]
         tx_plan = decide(
             gather(carrying, decoded.transactions if has["transactions"] else None, source.signal_tables),
@@ -511,6 +515,16 @@ def _decoded_ops(counts: dict[str, int], table_id: TableId) -> dict[str, int]:
     """Events decoded per op of one table, from :meth:`DecodedBatch.counts` (``data:<name>:<op>``)."""
     prefix = f"data:{table_id.name}:"
     return {key[len(prefix) :]: n for key, n in counts.items() if key.startswith(prefix)}
+
+
+def _source_ts_range(stats: list[TableStats]) -> dict[str, str]:
+    """``{"first", "last"}`` source commit times of the batch's change rows (UTC, ISO 8601), empty without any."""
+    first = [s.source_ts_first for s in stats if s.source_ts_first is not None]
+    last = [s.source_ts_last for s in stats if s.source_ts_last is not None]
+    if not first or not last:
+        return {}
+    # PySpark returns TIMESTAMP values as naive datetimes in the process's local time zone
+    return {"first": min(first).astimezone(UTC).isoformat(), "last": max(last).astimezone(UTC).isoformat()}
 
 
 def _tx_summary(plan: TxPlan) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cdclake.exceptions import SourceBusyError
-from cdclake.ingest.naming import AUDIT_NAMESPACE
+from cdclake.lake.catalog import AUDIT_NAMESPACE
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -76,7 +76,9 @@ class Owner:
     def from_json(cls, text: str | None) -> Owner:
         try:
             data = json.loads(text or "{}")
-            return cls(str(data["host"]), str(data["boot_id"]), int(data["pid"]), data.get("started"), data.get("label", ""))
+            return cls(
+                str(data["host"]), str(data["boot_id"]), int(data["pid"]), data.get("started"), data.get("label", "")
+            )
         except (ValueError, KeyError, TypeError):
             return cls("?", "?", -1, None, str(text))
 
@@ -101,7 +103,9 @@ class Holder:
     expires_at: datetime
 
 
-def current_holder(rows: Sequence[Mapping[str, Any]], now: datetime, alive: Callable[[Owner], bool | None]) -> Holder | None:
+def current_holder(
+    rows: Sequence[Mapping[str, Any]], now: datetime, alive: Callable[[Owner], bool | None]
+) -> Holder | None:
     """Who holds the lock, from the source's rows of ``cdc_audit.locks`` (pure).
 
     A lock is held from its ``acquired`` row until its ``released`` row, while its holder lives: a holder that
@@ -236,7 +240,9 @@ class SourceLock:
 
     def _table(self) -> Any:
         self.catalog.create_namespace_if_not_exists((AUDIT_NAMESPACE,))
-        table = self.catalog.create_table_if_not_exists((AUDIT_NAMESPACE, LOCKS), schema=locks_schema(), properties=_PROPERTIES)
+        table = self.catalog.create_table_if_not_exists(
+            (AUDIT_NAMESPACE, LOCKS), schema=locks_schema(), properties=_PROPERTIES
+        )
         if any(table.properties.get(k) != v for k, v in _PROPERTIES.items()):
             with table.transaction() as tx:
                 tx.set_properties(_PROPERTIES)

@@ -10,9 +10,8 @@ from __future__ import annotations
 import re
 
 from cdclake.decode.options import TableId
-from cdclake.lake.catalog import CATALOG_NAME
+from cdclake.lake.catalog import AUDIT_NAMESPACE, CATALOG_NAME
 
-AUDIT_NAMESPACE = "cdc_audit"
 TOMBSTONE_SUFFIX = "__cdc_deletes"
 
 #: Metadata columns of every upsert table (after the source columns).
@@ -29,6 +28,19 @@ META_COLUMNS: tuple[tuple[str, str], ...] = (
 META_NAMES = tuple(name for name, _ in META_COLUMNS)
 
 _SAFE = re.compile(r"[^A-Za-z0-9_]")
+
+
+__all__ = [
+    "AUDIT_NAMESPACE",
+    "META_COLUMNS",
+    "META_NAMES",
+    "TOMBSTONE_SUFFIX",
+    "audit_table",
+    "quote",
+    "sql_name",
+    "table_identifier",
+    "table_parts",
+]
 
 
 def _part(name: str) -> str:

@@ -20,6 +20,7 @@ from cdclake.ingest.lock import DEFAULT_WAIT_S, source_lock
 from cdclake.ingest.sources import KafkaRecordSource, RecordSource, ReplayRecordSource, source_topic_patterns
 from cdclake.ingest.transactions import record_clock
 from cdclake.lake import rows as lake_rows
+from cdclake.orchestration.summary import SOURCE_BUSY
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -127,10 +128,6 @@ def replay_files(
                 on_batch(result)
             if result.held_everything:
                 return summary
-
-
-#: ``status`` of a batch summary when the source's lock was held by another run (nothing was done).
-SOURCE_BUSY = "source-busy"
 
 
 def busy_summary(spec: str, message: str) -> dict[str, object]:

@@ -96,13 +96,13 @@ class KafkaRecordSource(RecordSource):
             }
         )
 
-    def watermarks(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    def watermarks(self, timeout_s: float = 15.0) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
         from confluent_kafka import TopicPartition as CTP
 
         consumer = self._consumer()
         try:
             try:
-                metadata = consumer.list_topics(timeout=15)
+                metadata = consumer.list_topics(timeout=timeout_s)
             except Exception as exc:  # noqa: BLE001 - KafkaException
                 raise RecordSourceError(f"cannot list topics on Kafka {self.bootstrap}: {exc}") from exc
             earliest: dict[TopicPartition, int] = {}
@@ -111,7 +111,7 @@ class KafkaRecordSource(RecordSource):
                 if not any(p.fullmatch(topic) for p in self.patterns):
                     continue
                 for partition in meta.partitions:
-                    low, high = consumer.get_watermark_offsets(CTP(topic, partition), timeout=15)
+                    low, high = consumer.get_watermark_offsets(CTP(topic, partition), timeout=timeout_s)
                     earliest[(topic, partition)] = low
                     latest[(topic, partition)] = high
             return earliest, latest

@@ -27,6 +27,8 @@ from cdclake.exceptions import ConfigError
 from cdclake.paths import lake_dir
 
 CATALOG_NAME = "lake"
+#: The namespace of the lake's audit tables (ledger, locks, transactions, dead letters, ...).
+AUDIT_NAMESPACE = "cdc_audit"
 LAKE_KIND_ENV = "CDC_LAKE_KIND"
 LakeKind = Literal["embedded", "rest"]
 

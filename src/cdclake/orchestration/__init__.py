@@ -11,7 +11,6 @@ from cdclake.orchestration.health import connector_health_problems
 from cdclake.orchestration.jobs import JOBS_DIR, job_application, job_arguments, run_file
 from cdclake.orchestration.selection import select_specs, spec_names
 from cdclake.orchestration.snapshot import (
-    READER_CONN_SUFFIX,
     SnapshotRequest,
     comparable,
     count_mismatches,
@@ -23,7 +22,6 @@ from cdclake.orchestration.summary import IngestSummary, TableResult, load_summa
 
 __all__ = [
     "JOBS_DIR",
-    "READER_CONN_SUFFIX",
     "IngestSummary",
     "SnapshotRequest",
     "TableResult",

@@ -9,13 +9,11 @@ from cdclake.connectors import ConnectorKind, ConnectorSpec, LakeMode
 
 SnapshotType = Literal["incremental", "blocking"]
 SNAPSHOT_TYPES: tuple[SnapshotType, ...] = ("incremental", "blocking")
-READER_CONN_SUFFIX = "_app"
-"""``<connection_id>_app`` is the optional connection that may SELECT the captured tables."""
 
 
 def reader_conn_id(spec: ConnectorSpec) -> str:
-    """Connection used to count source rows (the signal writer cannot SELECT): ``cdc_postgres_app``."""
-    return spec.connection_id + READER_CONN_SUFFIX
+    """Connection used to count source rows (the signal writer cannot SELECT): ``cdc_postgres_reader``."""
+    return spec.reader_connection_id
 
 
 class SnapshotRequest:

@@ -44,11 +44,17 @@ class Reconciliation(_SummaryModel):
     problems: tuple[str, ...] = ()
 
 
+#: ``status`` of a run that found the source's lock held by another run: it read and wrote nothing.
+SOURCE_BUSY = "source-busy"
+
+
 class IngestSummary(_SummaryModel):
     """One ingest batch."""
 
     batch_id: str | None = None
     source: str
+    status: str | None = None
+    message: str | None = None
     tables: dict[str, TableResult] = Field(default_factory=dict)
     changed_tables: tuple[str, ...] = ()
     offsets: Any = None

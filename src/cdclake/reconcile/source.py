@@ -1,9 +1,9 @@
 """Read a source table and its lake table, render both canonically, and compare them (I/O).
 
-* The **source** is read through the connector spec's database with an application user (not the
-  capture user): an explicit DSN, else the Airflow-style connection ``AIRFLOW_CONN_<CONNECTION_ID>_APP``
-  (e.g. ``AIRFLOW_CONN_CDC_POSTGRES_APP`` for the ``postgres`` spec, whose ``connection_id`` is
-  ``cdc_postgres``), JSON or URI, else the local stack's ``app`` user.
+* The **source** is read through the connector spec's database with a reader (not the capture user): an
+  explicit connection, else the Airflow-style connection ``AIRFLOW_CONN_<CONNECTION_ID>_READER`` (e.g.
+  ``AIRFLOW_CONN_CDC_POSTGRES_READER`` for the ``postgres`` spec, whose ``connection_id`` is ``cdc_postgres``),
+  JSON or URI, else the local stack's ``reader`` user (``SELECT`` on the captured tables only).
 * The **lake** table ``lake.<topic_prefix>.<schema-or-db>.<table>`` is read with pyiceberg, selecting
   only the source's columns (current rows: an upsert table as is, an scd2 table ``WHERE _cdc_is_current``;
   an append table is a changelog and is skipped).
@@ -37,7 +37,6 @@ logger = logging.getLogger(__name__)
 BATCH_ID_PROPERTY = "cdc.batch-id"
 WATERMARK_PROPERTY = "cdc.watermark"
 CURRENT_FLAG_COLUMN = "_cdc_is_current"
-APP_CONNECTION_SUFFIX = "_APP"
 
 DatabaseKind = Literal["postgres", "mysql"]
 TableStatus = Literal["equal", "different", "skipped"]
@@ -81,9 +80,9 @@ class SourceConnection:
         return f"{self.user}@{self.host}:{self.port}/{self.database} ({self.origin})"
 
 
-def app_connection_env(spec: ConnectorSpec) -> str:
-    """Name of the env var holding the source's application connection, e.g. ``AIRFLOW_CONN_CDC_POSTGRES_APP``."""
-    return "AIRFLOW_CONN_" + spec.connection_id.upper().replace("-", "_") + APP_CONNECTION_SUFFIX
+def reader_connection_env(spec: ConnectorSpec) -> str:
+    """Name of the env var holding the source's reader connection, e.g. ``AIRFLOW_CONN_CDC_POSTGRES_READER``."""
+    return "AIRFLOW_CONN_" + spec.reader_connection_id.upper().replace("-", "_")
 
 
 def parse_connection(value: str, *, default_database: str, origin: str) -> SourceConnection:
@@ -125,7 +124,7 @@ def parse_connection(value: str, *, default_database: str, origin: str) -> Sourc
 def resolve_source_connection(
     spec: ConnectorSpec, *, dsn: str | None = None, environ: Mapping[str, str] | None = None
 ) -> SourceConnection:
-    """The source connection of ``spec``: ``dsn``, else ``AIRFLOW_CONN_<CONNECTION_ID>_APP``, else the local stack.
+    """The source connection of ``spec``: ``dsn``, else ``AIRFLOW_CONN_<CONNECTION_ID>_READER``, else the local stack.
 
     Raises:
         ConfigError: when the spec's connector is not a relational database reconcile can read, or
@@ -137,7 +136,7 @@ def resolve_source_connection(
     if dsn:
         return parse_connection(dsn, default_database=spec.database, origin="--dsn")
     env = os.environ if environ is None else environ
-    var = app_connection_env(spec)
+    var = reader_connection_env(spec)
     if env.get(var):
         return parse_connection(env[var], default_database=spec.database, origin=var)
     from cdclake.stack import Stack, StackConfig
@@ -148,9 +147,9 @@ def resolve_source_connection(
     stack = Stack(StackConfig.from_env())
     c = stack.config
     if kind == "postgres":
-        user, port, secret = ROLE_NAMES["app"], c.postgres_port, password(stack.secrets, "postgres", "app")
+        user, port, secret = ROLE_NAMES["reader"], c.postgres_port, password(stack.secrets, "postgres", "reader")
     else:
-        user, port, secret = USER_NAMES["app"], c.mariadb_port, password(stack.secrets, "mariadb", "app")
+        user, port, secret = USER_NAMES["reader"], c.mariadb_port, password(stack.secrets, "mariadb", "reader")
     return SourceConnection(
         kind, c.host, port, user, secret, spec.database, origin=f"local stack (set {var} to override)"
     )
@@ -478,6 +477,7 @@ def reconcile_source(
     tables: Sequence[str] | None = None,
     dsn: str | None = None,
     environ: Mapping[str, str] | None = None,
+    connection: SourceConnection | None = None,
 ) -> ReconcileReport:
     """Compare each table of ``spec`` between the source database and the lake.
 
@@ -485,8 +485,10 @@ def reconcile_source(
         spec: the connector spec (``cdclake.connectors.load_spec``).
         lake: the lake; default from ``CDC_LAKE_*``.
         tables: only these tables (see :func:`select_tables`); default every table of the spec.
-        dsn: source connection URI; default ``AIRFLOW_CONN_<CONNECTION_ID>_APP``, else the local stack.
+        dsn: source connection URI; default ``AIRFLOW_CONN_<CONNECTION_ID>_READER``, else the local stack.
         environ: environment to read the connection variable from (default ``os.environ``).
+        connection: the source connection itself (an Airflow task passes the reader connection's fields); it
+            wins over ``dsn`` and the environment.
 
     Raises:
         ConfigError: on an unknown table or an unparsable connection.
@@ -497,7 +499,7 @@ def reconcile_source(
 
     lake = lake or LakeConfig.from_env()
     chosen = select_tables(spec, tables)
-    source = resolve_source_connection(spec, dsn=dsn, environ=environ)
+    source = connection or resolve_source_connection(spec, dsn=dsn, environ=environ)
     catalog = load_catalog(**lake.pyiceberg_properties())
     database = _open_database(source)
     results: list[TableReconciliation] = []

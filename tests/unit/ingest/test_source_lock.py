@@ -61,9 +61,20 @@ THERE = Owner("there", "boot", 2, 200)
         # a release is final even if a late renewal row follows it
         ([_row("b", ACQUIRED, 0, THERE), _row("b", RELEASED, 10, THERE), _row("b", RENEWED, 11, THERE)], 12, {}, None),
     ],
-    ids=["free", "held", "released", "dead-holder", "remote-lease", "remote-expired", "remote-renewed", "final-release"],
+    ids=[
+        "free",
+        "held",
+        "released",
+        "dead-holder",
+        "remote-lease",
+        "remote-expired",
+        "remote-renewed",
+        "final-release",
+    ],
 )
-def test_current_holder(rows: list[dict[str, object]], now_s: float, alive: dict[int, bool], holder: str | None) -> None:
+def test_current_holder(
+    rows: list[dict[str, object]], now_s: float, alive: dict[int, bool], holder: str | None
+) -> None:
     def is_alive(owner: Owner) -> bool | None:
         return alive.get(owner.pid) if owner.host == "here" else None
 

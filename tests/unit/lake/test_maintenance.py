@@ -276,7 +276,11 @@ def test_the_lock_table_only_gets_its_orphan_files_removed() -> None:
     from cdclake.lake.maintenance import audit_policy_of
 
     now = datetime(2026, 1, 10, tzinfo=UTC)
-    ledger = [c.procedure for c in maintenance_calls("lake.cdc_audit.batches", audit_policy_of("lake.cdc_audit.batches"), now)]
-    locks = [c.procedure for c in maintenance_calls("lake.cdc_audit.locks", audit_policy_of("lake.cdc_audit.locks"), now)]
+    ledger = [
+        c.procedure for c in maintenance_calls("lake.cdc_audit.batches", audit_policy_of("lake.cdc_audit.batches"), now)
+    ]
+    locks = [
+        c.procedure for c in maintenance_calls("lake.cdc_audit.locks", audit_policy_of("lake.cdc_audit.locks"), now)
+    ]
     assert ledger == ["rewrite_data_files", "expire_snapshots", "remove_orphan_files"]
     assert locks == ["remove_orphan_files"]

@@ -9,17 +9,17 @@ import pytest
 from cdclake.connectors import load_spec
 from cdclake.exceptions import ConfigError
 from cdclake.reconcile import (
-    app_connection_env,
     lake_identifier,
     parse_connection,
+    reader_connection_env,
     resolve_source_connection,
     select_tables,
 )
 
 
-def test_app_connection_env_follows_the_specs_connection_id() -> None:
-    assert app_connection_env(load_spec("postgres")) == "AIRFLOW_CONN_CDC_POSTGRES_APP"
-    assert app_connection_env(load_spec("mariadb")) == "AIRFLOW_CONN_CDC_MARIADB_APP"
+def test_reader_connection_env_follows_the_specs_connection_id() -> None:
+    assert reader_connection_env(load_spec("postgres")) == "AIRFLOW_CONN_CDC_POSTGRES_READER"
+    assert reader_connection_env(load_spec("mariadb")) == "AIRFLOW_CONN_CDC_MARIADB_READER"
 
 
 @pytest.mark.parametrize(
@@ -56,13 +56,13 @@ def test_parse_connection(value: str, expected: tuple[object, ...]) -> None:
 )
 def test_parse_connection_errors_name_the_origin(value: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message) as info:
-        parse_connection(value, default_database="demo", origin="AIRFLOW_CONN_X_APP")
-    assert "AIRFLOW_CONN_X_APP" in str(info.value)
+        parse_connection(value, default_database="demo", origin="AIRFLOW_CONN_X_READER")
+    assert "AIRFLOW_CONN_X_READER" in str(info.value)
 
 
 def test_explicit_dsn_wins_over_the_environment() -> None:
     spec = load_spec("postgres")
-    env = {"AIRFLOW_CONN_CDC_POSTGRES_APP": "postgres://envuser:x@envhost:1/demo"}
+    env = {"AIRFLOW_CONN_CDC_POSTGRES_READER": "postgres://envuser:x@envhost:1/demo"}
     assert resolve_source_connection(spec, environ=env).user == "envuser"
     assert resolve_source_connection(spec, dsn="postgres://dsnuser:y@h:2/demo", environ=env).origin == "--dsn"
 

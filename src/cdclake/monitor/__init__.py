@@ -1,0 +1,285 @@
+"""How each source is doing, read from the lake's audit tables and Kafka (pyiceberg and confluent-kafka: no Spark).
+
+What the CDC view in Airflow shows, and what ``cdc_ingest__<source>`` asks before it starts a Spark job:
+
+* :class:`LakeMonitor` reads ``lake.cdc_audit.*``: the batches of a source (records, per-table counts,
+  transactions, phases, the source commit times of their changes), dead letters, schema changes,
+  quarantined tables and the last reconciliation results;
+* :func:`kafka_lag` compares the end offsets of the source's topics with the offsets the lake committed;
+* :func:`pending_work` says whether a batch has anything to do (new records, an interrupted batch to redo,
+  a quarantine release to apply).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from cdclake.lake import LakeConfig
+from cdclake.lake.catalog import AUDIT_NAMESPACE
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+    from cdclake.connectors import ConnectorSpec
+    from cdclake.ingest.quarantine import QuarantineState
+    from cdclake.ingest.state import BatchRecord
+
+logger = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """One partition of a source's topics: its end offset, the lake's next offset there, the difference."""
+
+    topic: str
+    partition: int
+    end: int
+    committed: int
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.end - self.committed)
+
+
+def partition_lag(
+    earliest: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
+    committed: Mapping[TopicPartition, int],
+) -> list[PartitionLag]:
+    """Lag per partition (pure): a partition the lake never read counts from its earliest offset."""
+    return [
+        PartitionLag(topic, partition, end, committed.get((topic, partition), earliest.get((topic, partition), 0)))
+        for (topic, partition), end in sorted(latest.items())
+    ]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One committed batch of a source, as the ledger records it."""
+
+    batch_id: str
+    seq: int
+    committed_at: datetime
+    planned_at: datetime | None
+    records: int
+    dead_lettered: int
+    tables: dict[str, dict[str, Any]]
+    table_counts: list[dict[str, Any]]
+    transactions: dict[str, int]
+    phases: dict[str, float]
+    source_ts: dict[str, str]
+    problems: list[str]
+    redo: bool
+    status: str
+
+    @property
+    def applied(self) -> int:
+        return sum(int(t.get("applied") or 0) for t in self.tables.values())
+
+    @property
+    def skipped(self) -> int:
+        return sum(int(t.get("skipped") or 0) for t in self.tables.values())
+
+    @property
+    def duration_s(self) -> float:
+        """Planned to committed (the job's own phases when the planned row is missing)."""
+        if self.planned_at is not None:
+            return max(0.0, (self.committed_at - self.planned_at).total_seconds())
+        return sum(self.phases.values())
+
+    @property
+    def latency_s(self) -> float | None:
+        """Commit time minus the newest change's source commit time: how old the freshest change was when it
+        became visible in the lake."""
+        last = self.source_ts.get("last")
+        return (self.committed_at - datetime.fromisoformat(last)).total_seconds() if last else None
+
+    @property
+    def throughput(self) -> float | None:
+        """Records per second of the batch's duration."""
+        return self.records / self.duration_s if self.duration_s > 0 else None
+
+
+class LakeMonitor:
+    """Reads the lake's audit tables (pyiceberg).
+
+    Args:
+        lake: the lake (default: from ``CDC_LAKE_*``).
+        catalog: an open pyiceberg catalog of it (default: loaded from ``lake``).
+    """
+
+    def __init__(self, lake: LakeConfig | None = None, catalog: Catalog | None = None) -> None:
+        from pyiceberg.catalog import load_catalog
+
+        self.lake = lake or LakeConfig.from_env()
+        if catalog is None:
+            self.lake.ensure_dirs()  # an embedded lake before its first batch: an empty catalog
+            catalog = load_catalog(**self.lake.pyiceberg_properties())
+        self.catalog = catalog
+
+    def _table(self, name: str) -> Any:
+        from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+        try:
+            return self.catalog.load_table((AUDIT_NAMESPACE, name))
+        except (NoSuchTableError, NoSuchNamespaceError):
+            return None
+
+    def _rows(self, name: str, source: str, fields: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        from pyiceberg.expressions import EqualTo
+
+        table = self._table(name)
+        if table is None:
+            return []
+        selected = {"selected_fields": tuple(fields)} if fields else {}
+        return list(table.scan(row_filter=EqualTo("source", source), **selected).to_arrow().to_pylist())
+
+    def ledger(self, source: str) -> tuple[BatchRecord | None, BatchRecord | None]:
+        """(last committed batch, interrupted batch to redo), as the next batch will see them."""
+        from cdclake.ingest.state import BATCHES, BatchLedger
+
+        if self._table(BATCHES) is None:
+            return None, None
+        return BatchLedger(None, source, self.lake).last()  # type: ignore[arg-type] - pyiceberg only, no session
+
+    def batches(self, source: str, last: int = 50) -> list[Batch]:
+        """The source's last committed batches, newest first."""
+        from cdclake.ingest.state import BATCHES, COMMITTED, PLANNED
+
+        rows = self._rows(BATCHES, source)
+        planned = {r["batch_id"]: r["recorded_at"] for r in rows if r["status"] == PLANNED}
+        committed = sorted((r for r in rows if r["status"] == COMMITTED), key=lambda r: r["seq"], reverse=True)
+        out = []
+        for row in committed[:last]:
+            summary = json.loads(row["summary"] or "{}")
+            tx = {k: int(row.get(f"tx_{k}") or 0) for k in ("complete", "held", "mismatched", "expired")}
+            phases = dict(row.get("phase_seconds") or []) or dict(summary.get("phases_s") or {})
+            out.append(
+                Batch(
+                    batch_id=row["batch_id"],
+                    seq=int(row["seq"]),
+                    committed_at=_utc(row["recorded_at"]) or datetime.now(UTC),
+                    planned_at=_utc(planned.get(row["batch_id"])),
+                    records=int(row.get("records") or summary.get("records") or 0),
+                    dead_lettered=int(row.get("dead_lettered") or summary.get("dead_lettered") or 0),
+                    tables=dict(summary.get("tables") or {}),
+                    table_counts=list(row.get("table_counts") or []),
+                    transactions=tx,
+                    phases={k: float(v) for k, v in phases.items()},
+                    source_ts=dict(summary.get("source_ts") or {}),
+                    problems=list((summary.get("reconciliation") or {}).get("problems") or []),
+                    redo=bool(summary.get("redo")),
+                    status=str(summary.get("status") or row["status"]),
+                )
+            )
+        return out
+
+    def dead_letters(self, source: str, limit: int = 100, batch_id: str | None = None) -> list[dict[str, Any]]:
+        """The source's dead letters, newest first (``key``/``value`` as recorded)."""
+        rows = self._rows("dead_letters", source)
+        if batch_id:
+            rows = [r for r in rows if r["batch_id"] == batch_id]
+        rows.sort(key=lambda r: (r["recorded_at"], r["topic"], r["partition"], r["offset"]), reverse=True)
+        return rows[:limit]
+
+    def dead_letter_counts(self, source: str) -> list[tuple[str, str, int]]:
+        """``(topic, reason, records)`` of every dead letter of the source, most frequent first."""
+        counts: dict[tuple[str, str], int] = {}
+        for row in self._rows("dead_letters", source, ("source", "topic", "reason")):
+            key = (row["topic"], row["reason"])
+            counts[key] = counts.get(key, 0) + 1
+        return sorted(((t, r, n) for (t, r), n in counts.items()), key=lambda x: (-x[2], x[0], x[1]))
+
+    def schema_changes(self, source: str, limit: int = 50) -> list[dict[str, Any]]:
+        """The source's recorded schema changes, newest first."""
+        rows = self._rows("schema_changes", source)
+        rows.sort(key=lambda r: r["recorded_at"], reverse=True)
+        return rows[:limit]
+
+    def open_transactions(self, source: str, limit: int = 50) -> list[dict[str, Any]]:
+        """Transactions the last batches recorded as not complete (held, mismatched, expired), newest first."""
+        rows = [r for r in self._rows("transactions", source) if r["status"] not in ("complete", "empty")]
+        rows.sort(key=lambda r: r["recorded_at"], reverse=True)
+        return rows[:limit]
+
+    def quarantine(self, source: str) -> list[QuarantineState]:
+        """The source's quarantined tables."""
+        from cdclake.ingest.quarantine import catalog_states
+
+        if self._table("quarantine") is None:
+            return []
+        return sorted(catalog_states(self.catalog, source).values(), key=lambda s: s.table)
+
+    def reconciliation(self, source: str) -> list[dict[str, Any]]:
+        """The last source-vs-lake result of each of the source's tables (``cdc_reconcile``)."""
+        from cdclake.reconcile.audit import latest_results
+
+        return latest_results(self.catalog, [source])
+
+
+def kafka_lag(
+    bootstrap: str, topic_prefix: str, committed: Mapping[TopicPartition, int], timeout_s: float = 5.0
+) -> list[PartitionLag]:
+    """Lag of the source's topics (data, transactions, schema changes) behind the lake's committed offsets.
+
+    Raises:
+        RecordSourceError: when Kafka cannot be reached within ``timeout_s``.
+    """
+    from cdclake.ingest.sources import KafkaRecordSource, source_topic_patterns
+
+    earliest, latest = KafkaRecordSource(bootstrap, source_topic_patterns(topic_prefix)).watermarks(timeout_s)
+    return partition_lag(earliest, latest, committed)
+
+
+@dataclass(frozen=True)
+class PendingWork:
+    """What a batch of a source would do now."""
+
+    lag: list[PartitionLag] = field(default_factory=list)
+    redo: str | None = None
+    releases: tuple[str, ...] = ()
+
+    @property
+    def records(self) -> int:
+        return sum(p.lag for p in self.lag)
+
+    def __bool__(self) -> bool:
+        return bool(self.records or self.redo or self.releases)
+
+    def describe(self) -> str:
+        parts = []
+        if self.records:
+            behind = [f"{p.topic}/{p.partition} +{p.lag}" for p in self.lag if p.lag]
+            parts.append(f"{self.records} new record(s) ({', '.join(behind[:10])})")
+        if self.redo:
+            parts.append(f"interrupted batch {self.redo} to redo")
+        if self.releases:
+            parts.append(f"quarantine release(s) of {', '.join(self.releases)}")
+        return "; ".join(parts) or "nothing new"
+
+
+def pending_work(spec: ConnectorSpec, monitor: LakeMonitor | None = None, bootstrap: str | None = None) -> PendingWork:
+    """Whether a batch of ``spec`` has anything to do (see :class:`PendingWork`).
+
+    Raises:
+        RecordSourceError: when Kafka cannot be reached.
+    """
+    monitor = monitor or LakeMonitor()
+    committed, pending = monitor.ledger(spec.name)
+    offsets = committed.next_offsets if committed else {}
+    lag = kafka_lag(bootstrap or spec.kafka_bootstrap_servers, spec.topic_prefix, offsets)
+    releases = tuple(s.table for s in monitor.quarantine(spec.name) if s.release is not None)
+    return PendingWork(lag=lag, redo=pending.batch_id if pending else None, releases=releases)
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

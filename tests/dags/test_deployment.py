@@ -1,0 +1,66 @@
+"""What a deployment schedules: only its sources (CDC_SOURCES) get ingest DAGs, at its interval (CDC_INGEST_INTERVAL)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdclake.connectors import load_specs
+from cdclake.exceptions import ConfigError
+from cdclake.orchestration.deployment import enabled_specs, ingest_interval
+
+
+SPECS = load_specs()
+DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
+
+
+def test_enabled_specs_default_to_every_spec_and_follow_cdc_sources() -> None:
+    assert [s.name for s in enabled_specs(SPECS, {})] == sorted(SPECS)
+    assert [s.name for s in enabled_specs(SPECS, {"CDC_SOURCES": " postgres, mariadb ,"})] == ["mariadb", "postgres"]
+    with pytest.raises(ConfigError, match=r"CDC_SOURCES='postgres,oracle' names unknown spec\(s\) oracle"):
+        enabled_specs(SPECS, {"CDC_SOURCES": "postgres,oracle"})
+
+
+@pytest.mark.parametrize(
+    ("value", "interval"),
+    [
+        ("", timedelta(minutes=5)),
+        ("90s", timedelta(seconds=90)),
+        ("1m", timedelta(minutes=1)),
+        ("2h", timedelta(hours=2)),
+        ("300", timedelta(minutes=5)),
+        ("0.5m", timedelta(seconds=30)),
+    ],
+)
+def test_ingest_interval(value: str, interval: timedelta) -> None:
+    assert ingest_interval({"CDC_INGEST_INTERVAL": value}) == interval
+
+
+@pytest.mark.parametrize("value", ["soon", "5 minutes", "5s", "-1m"])
+def test_a_bad_ingest_interval_names_the_variable(value: str) -> None:
+    with pytest.raises(ConfigError, match="CDC_INGEST_INTERVAL"):
+        ingest_interval({"CDC_INGEST_INTERVAL": value})
+
+
+def _bag(monkeypatch: pytest.MonkeyPatch, **env: str) -> Any:
+    from airflow.dag_processing.dagbag import DagBag
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return DagBag(dag_folder=str(DAGS_DIR))
+
+
+def test_only_the_deployments_sources_get_ingest_dags(monkeypatch: pytest.MonkeyPatch) -> None:
+    bag = _bag(monkeypatch, CDC_SOURCES="postgres,mariadb", CDC_INGEST_INTERVAL="1m")
+    assert not bag.import_errors
+    ingest = sorted(d for d in bag.dags if d.startswith("cdc_ingest__"))
+    assert ingest == ["cdc_ingest__mariadb", "cdc_ingest__postgres"]
+    dag = bag.dags["cdc_ingest__postgres"]
+    assert dag.schedule == timedelta(minutes=1)
+    # the Params offer only the deployment's sources
+    assert bag.dags["cdc_snapshot"].params.get_param("source").schema["enum"] == ["mariadb", "postgres"]
+    # a run starts with the cheap check; Spark only runs when it finds work
+    assert dag.get_task("pending").downstream_task_ids == {"ingest"}

@@ -30,6 +30,9 @@ TIME_PRECISION_MODE = "time.precision.mode"
 BIGINT_UNSIGNED_HANDLING_MODE = "bigint.unsigned.handling.mode"
 PROVIDE_TRANSACTION_METADATA = "provide.transaction.metadata"
 HEARTBEAT_INTERVAL_MS = "heartbeat.interval.ms"
+SKIPPED_OPERATIONS = "skipped.operations"
+#: Debezium skips truncates by default (``t``); the lake applies them (rows before the truncate go)
+SKIPPED_OPERATIONS_DEFAULT = "none"
 HEARTBEAT_INTERVAL_MS_DEFAULT = 10_000
 INCLUDE_SCHEMA_CHANGES = "include.schema.changes"
 

@@ -12,7 +12,6 @@ from cdclake.connectors import load_specs
 from cdclake.exceptions import ConfigError
 from cdclake.orchestration.deployment import enabled_specs, ingest_interval
 
-
 SPECS = load_specs()
 DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
 

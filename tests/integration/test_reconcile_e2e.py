@@ -26,21 +26,14 @@ from pyiceberg.catalog import load_catalog
 from typer.testing import CliRunner
 
 from cdclake.capture import capture_to_file, prefix_patterns
-from cdclake.cli.demo import (
-    app_sql,
-    apply_demo_schema,
-    delete_connector_topics,
-    endpoint_for,
-    ensure_connector,
-    run_workload,
-    topic_end_offsets,
-    wait_for_records,
-    wait_running,
-)
 from cdclake.cli.main import app
 from cdclake.connect.client import KafkaConnectClient
+from cdclake.connect.lifecycle import ensure_connector, wait_running
 from cdclake.connect.models import ConnectorState
 from cdclake.connectors import ConnectorSpec, load_spec
+from cdclake.demo.database import app_sql, apply_demo_schema
+from cdclake.demo.topics import delete_connector_topics, topic_end_offsets, wait_for_records
+from cdclake.demo.workload import run_workload
 from cdclake.lake import LakeConfig
 from cdclake.reconcile import ReconcileReport, lake_identifier, reconcile_source
 from cdclake.stack import Stack
@@ -149,7 +142,7 @@ def sources(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     try:
         for src in made.values():
             _create_tables(stack, src)
-            ensure_connector(client, src.spec, endpoint_for(stack, src.spec))
+            ensure_connector(client, src.spec, stack.database_endpoint(src.spec))
         for src in made.values():
             wait_running(client, src.spec.name)
         bootstrap = stack.config.kafka_bootstrap

@@ -1,7 +1,17 @@
 -- Demo tables of the local stack's PostgreSQL (database demo, schema inventory), owned by cdclake_app.
--- Idempotent. all_types holds one column per PostgreSQL type the decoder maps (docs/decoding.md).
+-- Idempotent. The shop (customers, products, orders, order_items) is what `cdclake demo` changes: decimals,
+-- timestamps with and without time zone, JSON, enums, unicode text, nullable columns, a composite key.
+-- all_types holds one column per PostgreSQL type the decoder maps (docs/decoding.md).
 DO $$ BEGIN
   CREATE TYPE inventory.mood AS ENUM ('sad', 'ok', 'happy');
+EXCEPTION WHEN duplicate_object THEN NULL;
+END $$;
+DO $$ BEGIN
+  CREATE TYPE inventory.customer_tier AS ENUM ('bronze', 'silver', 'gold');
+EXCEPTION WHEN duplicate_object THEN NULL;
+END $$;
+DO $$ BEGIN
+  CREATE TYPE inventory.product_category AS ENUM ('beverage', 'kitchen', 'grocery', 'apparel');
 EXCEPTION WHEN duplicate_object THEN NULL;
 END $$;
 
@@ -12,6 +22,11 @@ CREATE TABLE IF NOT EXISTS inventory.customers (
   region      char(2),
   created_at  timestamptz NOT NULL DEFAULT now()
 );
+-- the shop's columns, added here so that a database of an earlier schema gets them too
+ALTER TABLE inventory.customers
+  ADD COLUMN IF NOT EXISTS tier        inventory.customer_tier,
+  ADD COLUMN IF NOT EXISTS preferences jsonb,
+  ADD COLUMN IF NOT EXISTS updated_at  timestamp(6);
 
 CREATE TABLE IF NOT EXISTS inventory.orders (
   id          bigint PRIMARY KEY,
@@ -19,6 +34,33 @@ CREATE TABLE IF NOT EXISTS inventory.orders (
   amount      numeric(12, 2) NOT NULL,
   status      text NOT NULL,
   ordered_on  date NOT NULL
+);
+ALTER TABLE inventory.orders
+  ADD COLUMN IF NOT EXISTS placed_at  timestamptz,
+  ADD COLUMN IF NOT EXISTS shipped_at timestamp(6),
+  ADD COLUMN IF NOT EXISTS notes      text;
+
+CREATE TABLE IF NOT EXISTS inventory.products (
+  id          bigint PRIMARY KEY,
+  sku         varchar(32) NOT NULL,
+  name        text NOT NULL,
+  category    inventory.product_category NOT NULL,
+  price       numeric(10, 2) NOT NULL,
+  weight_kg   numeric(8, 3),
+  attributes  jsonb,
+  active      boolean NOT NULL DEFAULT true,
+  created_at  timestamptz NOT NULL DEFAULT now(),
+  updated_at  timestamp(6)
+);
+
+CREATE TABLE IF NOT EXISTS inventory.order_items (
+  order_id    bigint NOT NULL,
+  line_no     integer NOT NULL,
+  product_id  bigint NOT NULL,
+  quantity    integer NOT NULL,
+  unit_price  numeric(10, 2) NOT NULL,
+  discount    numeric(5, 4),
+  PRIMARY KEY (order_id, line_no)
 );
 
 CREATE TABLE IF NOT EXISTS inventory.all_types (

@@ -15,6 +15,9 @@ wall clock, every incomplete transaction of a capture older than ``max_incomplet
 it is replayed; inside :func:`record_clock` "now" is the batch's latest record instead, so a capture
 cut inside a transaction days ago holds it, as a live batch at capture time would have.
 
+A MySQL/MariaDB TRUNCATE is a statement committed on its own: Debezium emits its BEGIN and the truncate event,
+never an END. A transaction of a binlog connector whose only events are truncates is complete as it is.
+
 Transaction ids: PostgreSQL (and Informix) put ``<txId>:<LSN>`` in events, with a different LSN in
 BEGIN, END and each change: they are grouped by the part before ``:``. MySQL/MariaDB ids (GTID or
 ``file=…,pos=…``) are used whole.
@@ -38,6 +41,8 @@ from pyspark.sql import functions as F
 from cdclake.ingest.plan import TopicPartition
 
 SPLIT_ID_CONNECTORS = ("postgresql", "informix")
+#: Connectors whose TRUNCATE is a transaction of its own without an END event (see the module docstring).
+BINLOG_CONNECTORS = ("mysql", "mariadb")
 _SPLIT_ID = re.compile(r"\d+:\d+")
 _RECORD_CLOCK: ContextVar[bool] = ContextVar("cdclake_tx_record_clock", default=False)
 
@@ -100,6 +105,9 @@ class TxInfo:
     last_ts: datetime | None = None
     position: list[int] | None = None
     status: TxStatus = TxStatus.HELD
+    #: the ops of its data events, and the connector that emitted them
+    ops: set[str] = field(default_factory=set)
+    connector: str | None = None
 
     def add_offset(self, tp: TopicPartition, first: int, last: int | None = None) -> None:
         self.first_offsets[tp] = min(first, self.first_offsets.get(tp, first))
@@ -168,6 +176,8 @@ def gather(
             F.col("_cdc_offset").alias("offset"),
             F.col("_cdc_kafka_ts").alias("ts"),
             F.col("_cdc_position").alias("position"),
+            F.col("_cdc_op").alias("op"),
+            F.col("_cdc_connector").alias("connector"),
         )
         for d in data
     ]
@@ -176,11 +186,16 @@ def gather(
         for other in frames[1:]:
             events = events.unionByName(other)
         counted = events.groupBy("tx", "dc").agg(
-            F.count_distinct("total_order").alias("n"), F.max("position").alias("position")
+            F.count_distinct("total_order").alias("n"),
+            F.max("position").alias("position"),
+            F.collect_set("op").alias("ops"),
+            F.first("connector").alias("connector"),
         )
         for row in counted.collect():
             tx = info(row["tx"])
             tx.observed[collection_name(row["dc"])] = int(row["n"])
+            tx.ops.update(row["ops"] or [])
+            tx.connector = tx.connector or row["connector"]
             position = [int(x) for x in row["position"]]
             tx.position = position if tx.position is None else max(tx.position, position)
         per_tp = events.groupBy("tx", "topic", "partition").agg(
@@ -272,6 +287,8 @@ def decide(
             or (tx.expected_total is not None and observed_total > tx.expected_total)
         ):
             tx.status = TxStatus.MISMATCHED
+        elif not tx.end_seen and tx.ops == {"t"} and (tx.connector or "").lower() in BINLOG_CONNECTORS:
+            tx.status = TxStatus.COMPLETE  # a binlog TRUNCATE: no END ever comes (module docstring)
         elif not enabled:
             tx.status = TxStatus.COMPLETE if tx.end_seen else TxStatus.EXPIRED
         elif tx.first_ts is not None and now - tx.first_ts > max_incomplete_age:

@@ -283,3 +283,41 @@ def _utc(value: datetime | None) -> datetime | None:
     if value is None:
         return None
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def row_freshness(table: Any, row_filter: Any = None) -> list[float]:
+    """Seconds from each row's source commit to the lake commit that made the row as it is now visible.
+
+    A row's ``_cdc_source_ts`` is its change's commit time in the source database; ``_cdc_ingested_at`` is when
+    the batch wrote it, and the first snapshot of the table at or after that made it visible.
+
+    Args:
+        table: a pyiceberg table of the lake (with cdclake's metadata columns).
+        row_filter: a pyiceberg row filter selecting the rows to measure (default: all).
+    """
+    from bisect import bisect_left
+
+    snapshots = sorted(s.timestamp_ms for s in table.metadata.snapshots)
+    scan = table.scan(
+        row_filter=row_filter if row_filter is not None else "True",
+        selected_fields=("_cdc_source_ts", "_cdc_ingested_at"),
+    )
+    out = []
+    for row in scan.to_arrow().to_pylist():
+        source, ingested = _utc(row["_cdc_source_ts"]), _utc(row["_cdc_ingested_at"])
+        if source is None or ingested is None:
+            continue
+        i = bisect_left(snapshots, int(ingested.timestamp() * 1000))
+        if i < len(snapshots):
+            out.append(max(0.0, snapshots[i] / 1000 - source.timestamp()))
+    return out
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q`` quantile (0..1) of ``values`` by the nearest rank, None for no values."""
+    if not values:
+        return None
+    import math
+
+    ordered = sorted(values)
+    return ordered[min(len(ordered), max(1, math.ceil(q * len(ordered)))) - 1]

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from cdclake.exceptions import NotInstalledError, StackError
+from cdclake.lake import LakeConfig
 from cdclake.paths import lake_dir, project_home
 from cdclake.stack.base import Endpoint, Service
 from cdclake.stack.config import DEMO_DATABASE, StackConfig, password
@@ -225,6 +226,13 @@ class AirflowHome:
             return dict(json.loads(self.environment_file.read_text()))
         except (FileNotFoundError, ValueError):
             return {}
+
+    def lake(self) -> LakeConfig:
+        """The lake the components write (the one they were started with; before a start, the environment's)."""
+        env = self.started_environment() or self.environment()
+        if env.get("CDC_LAKE_DIR"):
+            return LakeConfig.embedded(env["CDC_LAKE_DIR"])
+        return LakeConfig.from_env()
 
     def prepare(self) -> None:
         """Write ``airflow.cfg``, the admin's password file and the environment file (idempotent)."""

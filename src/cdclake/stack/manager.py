@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cdclake.connectors import ConnectorKind, ConnectorSpec, DatabaseEndpoint
 from cdclake.exceptions import StackError
 from cdclake.stack.airflow import AIRFLOW_SERVICES, COMPONENTS, AirflowHome
 from cdclake.stack.base import Service
@@ -193,6 +194,18 @@ class Stack:
                 stopped.append(name)
                 progress(name, "stopped")
         return stopped
+
+    def database_endpoint(self, spec: ConnectorSpec) -> DatabaseEndpoint:
+        """The stack database a spec captures, as Kafka Connect (on the same host) reaches it.
+
+        Raises:
+            StackError: for a spec of a database the stack does not run.
+        """
+        c = self.config
+        ports = {ConnectorKind.POSTGRESQL: c.postgres_port, ConnectorKind.MARIADB: c.mariadb_port}
+        if spec.connector not in ports:
+            raise StackError(f"the local stack runs PostgreSQL and MariaDB, not {spec.connector.value} ({spec.name})")
+        return DatabaseEndpoint(c.host, ports[spec.connector])
 
     @property
     def airflow(self) -> AirflowHome:

@@ -33,7 +33,8 @@ def test_postgres_config_exact() -> None:
         "publication.autocreate.mode": "disabled",
         "schema.include.list": "inventory",
         "table.include.list": (
-            r"inventory\.customers,inventory\.orders,inventory\.all_types,inventory\.debezium_signal"
+            r"inventory\.customers,inventory\.orders,inventory\.products,inventory\.order_items,"
+            r"inventory\.all_types,inventory\.debezium_signal"
         ),
         "snapshot.mode": "initial",
         "signal.data.collection": "inventory.debezium_signal",
@@ -70,7 +71,9 @@ def test_mariadb_config_exact() -> None:
         "database.password": "${env:CDC_MARIADB_DEBEZIUM_PASSWORD}",
         "database.server.id": str(derive_server_id("mariadb")),
         "database.include.list": "demo",
-        "table.include.list": r"demo\.customers,demo\.orders,demo\.all_types,demo\.debezium_signal",
+        "table.include.list": (
+            r"demo\.customers,demo\.orders,demo\.products,demo\.order_items,demo\.all_types,demo\.debezium_signal"
+        ),
         "snapshot.mode": "initial",
         "schema.history.internal.kafka.bootstrap.servers": "127.0.0.1:9092",
         "schema.history.internal.kafka.topic": "maria.schema-history",

@@ -65,7 +65,13 @@ def test_postgres_spec_matches_local_stack() -> None:
     assert spec.connection_id == "cdc_postgres"
     assert spec.database == "demo"
     assert spec.schema_name == "inventory"
-    assert spec.table_names == ("inventory.customers", "inventory.orders", "inventory.all_types")
+    assert spec.table_names == (
+        "inventory.customers",
+        "inventory.orders",
+        "inventory.products",
+        "inventory.order_items",
+        "inventory.all_types",
+    )
     assert spec.signal_table == "inventory.debezium_signal"
     assert spec.captured_collections[-1] == "inventory.debezium_signal"
     assert spec.capture_password == "${env:CDC_POSTGRES_DEBEZIUM_PASSWORD}"
@@ -84,7 +90,7 @@ def test_mariadb_spec_matches_local_stack() -> None:
         "maria",
         "demo.debezium_signal",
     )
-    assert spec.table_names == ("demo.customers", "demo.orders", "demo.all_types")
+    assert spec.table_names == ("demo.customers", "demo.orders", "demo.products", "demo.order_items", "demo.all_types")
 
 
 def test_derived_topic_names() -> None:

@@ -7,7 +7,8 @@
    of the stack's Airflow), with ``cdc_connectors_health``;
 5. the shop workload on both databases (:class:`~cdclake.demo.workload.ShopWorkload`), its steps spread over
    the run's duration while the scheduled ingest runs apply them; an incremental ``cdc_snapshot`` of the
-   products of each source is triggered with Params along the way;
+   products of each source is triggered with Params along the way (``verify`` off: the scheduled runs ingest
+   what it reads, and the reconciliation at the end checks every table);
 6. waiting until each source has caught up: the lake shows the workload's last change and no record is left
    in Kafka;
 7. reconciliation through the ``cdc_reconcile`` DAG, whose verdicts per table are read back from the lake.
@@ -215,7 +216,7 @@ class _Demo:
                     self.out.status(f"{source}: {title}" + (f" ({result.note})" if result.note else ""))
                 if i == 1:  # products are in: snapshot them again, incrementally, with the DAG's Params
                     for source in SOURCES:
-                        conf = {"source": source, "tables": ["products"], "type": "incremental", "verify": True}
+                        conf = {"source": source, "tables": ["products"], "type": "incremental", "verify": False}
                         self.snapshots[source] = self.client.trigger("cdc_snapshot", conf, note="cdclake demo")
                         self.out.status(f"cdc_snapshot triggered for {source}: {conf}")
                 time.sleep(max(0.0, pause - (time.monotonic() - t0)))

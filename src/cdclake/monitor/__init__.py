@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
     from cdclake.connectors import ConnectorSpec
+    from cdclake.ingest.lock import Holder
     from cdclake.ingest.quarantine import QuarantineState
     from cdclake.ingest.state import BatchRecord
 
@@ -217,6 +218,13 @@ class LakeMonitor:
             return []
         return sorted(catalog_states(self.catalog, source).values(), key=lambda s: s.table)
 
+    def lock_holder(self, source: str) -> Holder | None:
+        """Who holds the source's lock now (a batch, maintenance or reconciliation in progress), if anyone."""
+        from cdclake.ingest.lock import LOCKS, current_holder
+
+        rows = self._rows(LOCKS, source)
+        return current_holder(rows, datetime.now(UTC), lambda owner: owner.alive()) if rows else None
+
     def reconciliation(self, source: str) -> list[dict[str, Any]]:
         """The last source-vs-lake result of each of the source's tables (``cdc_reconcile``)."""
         from cdclake.reconcile.audit import latest_results
@@ -245,6 +253,8 @@ class PendingWork:
     lag: list[PartitionLag] = field(default_factory=list)
     redo: str | None = None
     releases: tuple[str, ...] = ()
+    #: who holds the source's lock (a run in progress: a PLANNED batch of it is not interrupted)
+    holder: Holder | None = None
 
     @property
     def records(self) -> int:
@@ -259,7 +269,10 @@ class PendingWork:
             behind = [f"{p.topic}/{p.partition} +{p.lag}" for p in self.lag if p.lag]
             parts.append(f"{self.records} new record(s) ({', '.join(behind[:10])})")
         if self.redo:
-            parts.append(f"interrupted batch {self.redo} to redo")
+            state = f"in progress ({self.holder.owner.describe()})" if self.holder else "interrupted, to redo"
+            parts.append(f"batch {self.redo} {state}")
+        elif self.holder:
+            parts.append(f"{self.holder.owner.describe()} holds the source's lock")
         if self.releases:
             parts.append(f"quarantine release(s) of {', '.join(self.releases)}")
         return "; ".join(parts) or "nothing new"
@@ -276,7 +289,8 @@ def pending_work(spec: ConnectorSpec, monitor: LakeMonitor | None = None, bootst
     offsets = committed.next_offsets if committed else {}
     lag = kafka_lag(bootstrap or spec.kafka_bootstrap_servers, spec.topic_prefix, offsets)
     releases = tuple(s.table for s in monitor.quarantine(spec.name) if s.release is not None)
-    return PendingWork(lag=lag, redo=pending.batch_id if pending else None, releases=releases)
+    holder = monitor.lock_holder(spec.name)
+    return PendingWork(lag=lag, redo=pending.batch_id if pending else None, releases=releases, holder=holder)
 
 
 def _utc(value: datetime | None) -> datetime | None:

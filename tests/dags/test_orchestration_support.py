@@ -303,3 +303,46 @@ def test_invalid_snapshot_requests_fail_without_retries() -> None:
     assert plan_snapshot(params)["data_collections"] == ["demo.orders"]
     with pytest.raises(AirflowFailException, match="does not capture 'inventory.orders'"):
         plan_snapshot({**params, "tables": ["inventory.orders"]})
+
+
+def test_health_check_is_skipped_when_no_source_connection_is_defined() -> None:
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from cdclake_airflow import callables
+
+    with (
+        mock.patch(f"{CALLABLES}.connection_defined", return_value=False),
+        mock.patch(f"{CALLABLES}.KafkaConnectHook.list_connectors") as connect,
+    ):
+        with pytest.raises(AirflowSkipException, match="nothing to check"):
+            callables.check_connectors_health(None, "kafka_connect_default")
+    connect.assert_not_called()  # no Kafka Connect connection needed either
+
+
+def test_a_run_that_found_the_source_busy_is_skipped_with_the_holder() -> None:
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from cdclake.ingest.runner import busy_summary
+    from cdclake_airflow.callables import check_ingest_result
+
+    busy = busy_summary("postgres", "source postgres is being ingested by airflow cdc_snapshot/run-1/ingest")
+    with pytest.raises(AirflowSkipException, match="being ingested by airflow cdc_snapshot/run-1/ingest"):
+        check_ingest_result({"summary": busy})
+
+
+def test_the_pending_check_asks_kafka_and_the_ledger() -> None:
+    from cdclake.monitor import PartitionLag, PendingWork
+    from cdclake_airflow.callables import ingest_pending
+
+    with (
+        mock.patch(f"{CALLABLES}.connection_defined", return_value=False),
+        mock.patch("cdclake.monitor.pending_work", return_value=PendingWork()) as pending,
+    ):
+        assert ingest_pending("postgres") is False
+    assert pending.call_args.kwargs["bootstrap"] == PG.kafka_bootstrap_servers
+    work = PendingWork(lag=[PartitionLag("pg.inventory.orders", 0, 5, 3)])
+    with (
+        mock.patch(f"{CALLABLES}.connection_defined", return_value=False),
+        mock.patch("cdclake.monitor.pending_work", return_value=work),
+    ):
+        assert ingest_pending("postgres") is True

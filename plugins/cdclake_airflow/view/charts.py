@@ -38,13 +38,13 @@ def _label(value: float) -> str:
 def throughput_latency_svg(points: Sequence[Point], title: str) -> str:
     """Bars of records/s per batch (left axis) and a line of latency in seconds (right axis), oldest first.
 
-    Latency is the newest change's source commit time to the batch's commit in the lake.
+    Latency is the source commit time of the batch's oldest change to the batch's commit in the lake.
     """
     points = sorted(points, key=lambda p: p.at)
     label = escape(title)
     if not points:
         return (
-            f'<svg class="chart" role="img" aria-label="{label}" viewBox="0 0 {WIDTH} 60" width="100%">'
+            f'<svg class="chart" role="img" aria-label="{label}" viewBox="0 0 {WIDTH} 60" width="{WIDTH}" height="60">'
             '<text x="8" y="34" class="muted">no batches yet</text></svg>'
         )
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
@@ -53,7 +53,8 @@ def throughput_latency_svg(points: Sequence[Point], title: str) -> str:
     slot = plot_w / len(points)
     bar = max(2.0, slot * 0.6)
     out = [
-        f'<svg class="chart" role="img" aria-label="{label}" viewBox="0 0 {WIDTH} {HEIGHT}" width="100%" '
+        f'<svg class="chart" role="img" aria-label="{label}" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" '
+        f'height="{HEIGHT}" style="max-width: 100%; height: auto" '
         'xmlns="http://www.w3.org/2000/svg">',
         f"<title>{label}</title>",
     ]
@@ -95,7 +96,7 @@ def throughput_latency_svg(points: Sequence[Point], title: str) -> str:
     out.append(f'<text x="{LEFT}" y="{HEIGHT - 2}" class="legend">▮ records/s (left)</text>')
     out.append(
         f'<text x="{WIDTH - RIGHT}" y="{HEIGHT - 2}" class="legend lat" text-anchor="end">'
-        "— latency, s (right): source commit to lake commit</text>"
+        "— latency, s (right): oldest change's source commit to lake commit</text>"
     )
     out.append("</svg>")
     return "".join(out)

@@ -52,7 +52,7 @@ class SourceView:
     connector: Part = field(default_factory=Part)
     lag: Part = field(default_factory=Part)
     batches: Part = field(default_factory=Part)
-    open_transactions: Part = field(default_factory=Part)
+    held_transactions: Part = field(default_factory=Part)
     schema_changes: Part = field(default_factory=Part)
     quarantine: Part = field(default_factory=Part)
     dead_letters: Part = field(default_factory=Part)
@@ -87,7 +87,7 @@ class SourceView:
         if any(r["status"] == "different" for r in self.reconciliation.value or []):
             return "failed"
         last = self.last_batch
-        if (last is not None and last.problems) or self.quarantine.value or self.open_transactions.value:
+        if (last is not None and last.problems) or self.quarantine.value:
             return "warning"
         if status is None or not status.is_running:
             return "warning"
@@ -114,7 +114,7 @@ class SourceView:
                 "error": self.lag.error,
             },
             "batches": [_batch_json(b) for b in self.batches.value or []],
-            "open_transactions": len(self.open_transactions.value or []),
+            "held_transactions": sorted({r["tx_id"] for r in self.held_transactions.value or []}),
             "schema_changes": len(self.schema_changes.value or []),
             "quarantined": [s.table for s in self.quarantine.value or []],
             "dead_lettered": self.dead_lettered,
@@ -146,6 +146,7 @@ def _batch_json(b: Batch) -> dict[str, Any]:
         "dead_lettered": b.dead_lettered,
         "duration_s": round(b.duration_s, 3),
         "latency_s": None if b.latency_s is None else round(b.latency_s, 3),
+        "latency_newest_s": None if b.latency_newest_s is None else round(b.latency_newest_s, 3),
         "transactions": b.transactions,
         "tables": {
             t: {k: r.get(k) for k in ("applied", "skipped", "dead_lettered", "quarantined")}
@@ -189,7 +190,7 @@ def source_view(spec: ConnectorSpec, lake: Part, statuses: Part) -> SourceView:
     """Read every part of one source's view (``lake``: a :class:`LakeMonitor`, or why the lake cannot be opened)."""
     view = SourceView(spec)
     if lake.error:
-        for name in ("lag", "batches", "open_transactions", "schema_changes", "quarantine", "dead_letters"):
+        for name in ("lag", "batches", "held_transactions", "schema_changes", "quarantine", "dead_letters"):
             setattr(view, name, Part(error=lake.error))
         view.reconciliation = Part(error=lake.error)
     if statuses.error:
@@ -211,7 +212,7 @@ def source_view(spec: ConnectorSpec, lake: Part, statuses: Part) -> SourceView:
         )
     )
     view.batches = _read("batches", lambda: monitor.batches(spec.name, BATCHES_SHOWN))
-    view.open_transactions = _read("transactions", lambda: monitor.open_transactions(spec.name))
+    view.held_transactions = _read("transactions", lambda: monitor.held_transactions(spec.name))
     view.schema_changes = _read("schema changes", lambda: monitor.schema_changes(spec.name))
     view.quarantine = _read("quarantine", lambda: monitor.quarantine(spec.name))
     view.dead_letters = _read("dead letters", lambda: monitor.dead_letter_counts(spec.name))

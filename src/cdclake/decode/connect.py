@@ -133,7 +133,9 @@ def plan_type(schema: Mapping[str, Any], *, bits_byte_order: str = "little") -> 
         target, conversion = _INTEGRAL_LOGICAL[name]
         int_wire = kind in _INT_KINDS
         wire: T.DataType = T.IntegerType() if int_wire else T.LongType()
-        return TypePlan(wire, target, {"type": "integral", "wire": "int" if int_wire else "long", "as": conversion}, meta)
+        return TypePlan(
+            wire, target, {"type": "integral", "wire": "int" if int_wire else "long", "as": conversion}, meta
+        )
     if kind in _PRIMITIVES:
         prim, codec = _PRIMITIVES[kind]
         return TypePlan(prim, prim, dict(codec), meta)
@@ -206,8 +208,7 @@ class RowPlan:
                 "keep the stored value" when they hold it.
         """
         return [
-            {"name": n, "codec": {**p.codec, "placeholder": True} if placeholders else p.codec}
-            for n, p in self.columns
+            {"name": n, "codec": {**p.codec, "placeholder": True} if placeholders else p.codec} for n, p in self.columns
         ]
 
 

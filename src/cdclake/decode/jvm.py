@@ -53,9 +53,7 @@ OUTPUT_TYPES: dict[str, T.DataType] = {
     "filter": _S,
     "updated_fields": _S,
     "removed_fields": T.ArrayType(_S),
-    "truncated_arrays": T.ArrayType(
-        T.StructType([T.StructField("field", _S), T.StructField("size", T.IntegerType())])
-    ),
+    "truncated_arrays": T.ArrayType(T.StructType([T.StructField("field", _S), T.StructField("size", T.IntegerType())])),
     "message_prefix": _S,
     "message_content": T.BinaryType(),
     "reason": _S,

@@ -62,6 +62,7 @@ BATCH_COLUMNS: tuple[tuple[str, str], ...] = (
     ("phase_seconds", "MAP<STRING, DOUBLE>"),
 )
 
+
 def ledger_schema() -> pa.Schema:
     """The ledger's columns: the eight of every ledger, then :data:`BATCH_COLUMNS` (their Spark SQL types as
     Arrow types; an older ledger gets the ones it lacks, see :meth:`BatchLedger.ensure`)."""

@@ -252,9 +252,7 @@ class TableApplier:
             )
         return frame.select(*cols, *[F.col(c) for c in frame.columns if c.startswith("_cdc_")])
 
-    def apply(
-        self, frame: DataFrame, batch_id: str, redo: bool = True, stats: TableStats | None = None
-    ) -> TableResult:
+    def apply(self, frame: DataFrame, batch_id: str, redo: bool = True, stats: TableStats | None = None) -> TableResult:
         """Apply the batch's change rows of this table.
 
         ``frame`` is read several times: it should read cached rows (the job's come from
@@ -324,7 +322,9 @@ class TableApplier:
         splits = [(op, stale, present) for op in apply.ROW_OPS for stale in (False, True) for present in (False, True)]
         tallies = [
             F.count_if(
-                (F.col("_cdc_op") == op) & (F.col(apply.STALE) == F.lit(stale)) & (F.col(apply.IN_TARGET) == F.lit(present))
+                (F.col("_cdc_op") == op)
+                & (F.col(apply.STALE) == F.lit(stale))
+                & (F.col(apply.IN_TARGET) == F.lit(present))
             ).alias(f"n{i}")
             for i, (op, stale, present) in enumerate(splits)
         ]

@@ -112,9 +112,7 @@ class LakeConfig:
             return cls(kind="embedded", root=db.parent, warehouse=conf.get(f"{prefix}.warehouse"))
         if kind == "rest":
             s3 = {
-                key.removeprefix(prefix + "."): value
-                for key, value in conf.items()
-                if key.startswith(f"{prefix}.s3.")
+                key.removeprefix(prefix + "."): value for key, value in conf.items() if key.startswith(f"{prefix}.s3.")
             }
             return cls(kind="rest", uri=conf.get(f"{prefix}.uri"), warehouse=conf.get(f"{prefix}.warehouse"), s3=s3)
         raise ConfigError(f"the Spark session has no cdclake lake catalog ({prefix}.type is {kind!r})")

@@ -97,8 +97,14 @@ class Batch:
 
     @property
     def latency_s(self) -> float | None:
-        """Commit time minus the newest change's source commit time: how old the freshest change was when it
-        became visible in the lake."""
+        """Commit time minus the oldest change's source commit time: the longest a change of the batch waited
+        to become visible in the lake."""
+        first = self.source_ts.get("first")
+        return (self.committed_at - datetime.fromisoformat(first)).total_seconds() if first else None
+
+    @property
+    def latency_newest_s(self) -> float | None:
+        """Commit time minus the newest change's source commit time (how fresh the lake was right after)."""
         last = self.source_ts.get("last")
         return (self.committed_at - datetime.fromisoformat(last)).total_seconds() if last else None
 
@@ -204,11 +210,17 @@ class LakeMonitor:
         rows.sort(key=lambda r: r["recorded_at"], reverse=True)
         return rows[:limit]
 
-    def open_transactions(self, source: str, limit: int = 50) -> list[dict[str, Any]]:
-        """Transactions the last batches recorded as not complete (held, mismatched, expired), newest first."""
-        rows = [r for r in self._rows("transactions", source) if r["status"] not in ("complete", "empty")]
-        rows.sort(key=lambda r: r["recorded_at"], reverse=True)
-        return rows[:limit]
+    def held_transactions(self, source: str) -> list[dict[str, Any]]:
+        """The transactions the source's last batch held (incomplete: left for the next batch), one row per
+        transaction and data collection."""
+        rows = self._rows("transactions", source)
+        if not rows:
+            return []
+        last = max(rows, key=lambda r: r["recorded_at"])["batch_id"]
+        return sorted(
+            (r for r in rows if r["batch_id"] == last and r["status"] == "held"),
+            key=lambda r: (r["tx_id"], r["data_collection"]),
+        )
 
     def quarantine(self, source: str) -> list[QuarantineState]:
         """The source's quarantined tables."""

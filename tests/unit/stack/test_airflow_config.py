@@ -1,0 +1,76 @@
+"""The stack's Airflow: its configuration, environment and connections (pure; no process is started)."""
+
+from __future__ import annotations
+
+import configparser
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from cdclake.stack.airflow import AirflowHome, stack_connections
+from cdclake.stack.config import StackConfig, capture_secrets, load_or_create_secrets, secret_names
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> AirflowHome:
+    config = StackConfig(
+        state_dir=tmp_path / "stack", jvm_dir=tmp_path / "jvm", airflow_port=18080, postgres_port=15433
+    )
+    return AirflowHome(config, load_or_create_secrets(config))
+
+
+def test_the_secrets_are_generated_once_and_kept_private(home: AirflowHome) -> None:
+    secrets = dict(home.secrets)
+    assert set(secrets) == set(secret_names())
+    assert len(set(secrets.values())) == len(secrets)  # all different
+    from cryptography.fernet import Fernet
+
+    Fernet(secrets["AIRFLOW_FERNET_KEY"].encode())  # a valid Fernet key
+    assert load_or_create_secrets(home.config) == secrets
+    assert stat.S_IMODE(home.config.secrets_file.stat().st_mode) == 0o600
+    # Kafka Connect only gets what its connectors reference
+    assert set(capture_secrets(secrets)) == {"CDC_POSTGRES_DEBEZIUM_PASSWORD", "CDC_MARIADB_DEBEZIUM_PASSWORD"}
+
+
+def test_airflow_cfg_runs_the_project_on_the_stacks_postgres(home: AirflowHome) -> None:
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.read_string(home.render_config())
+    assert cfg["core"]["executor"] == "LocalExecutor"
+    assert cfg["core"]["load_examples"] == "False" and cfg["core"]["dags_are_paused_at_creation"] == "True"
+    assert cfg["core"]["dags_folder"].endswith("/dags") and cfg["core"]["plugins_folder"].endswith("/plugins")
+    assert cfg["core"]["execution_api_server_url"] == "http://127.0.0.1:18080/execution/"
+    assert cfg["core"]["fernet_key"] == home.secrets["AIRFLOW_FERNET_KEY"]
+    url = f"postgresql+psycopg://airflow:{home.secrets['AIRFLOW_DB_PASSWORD']}@127.0.0.1:15433/airflow"
+    assert cfg["database"]["sql_alchemy_conn"] == cfg["database"]["sql_alchemy_conn_async"] == url
+    assert cfg["api_auth"]["jwt_secret"] == home.secrets["AIRFLOW_JWT_SECRET"]
+
+
+def test_the_files_holding_secrets_are_private_and_the_environment_holds_none(home: AirflowHome) -> None:
+    home.prepare()
+    for path in (home.config_file, home.passwords_file):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    assert json.loads(home.passwords_file.read_text()) == {"admin": home.secrets["AIRFLOW_ADMIN_PASSWORD"]}
+    env = home.environment()
+    assert env["CDC_SOURCES"] == "postgres,mariadb" and env["AIRFLOW_HOME"] == str(home.path)
+    values = "\n".join(env.values()) + home.environment_file.read_text()
+    assert [name for name in secret_names() if home.secrets[name] in values] == []
+
+
+def test_the_ingest_interval_follows_the_environment(home: AirflowHome, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CDC_INGEST_INTERVAL", raising=False)
+    assert home.environment()["CDC_INGEST_INTERVAL"] == "1m"
+    monkeypatch.setenv("CDC_INGEST_INTERVAL", "5m")
+    assert home.environment()["CDC_INGEST_INTERVAL"] == "5m"
+
+
+def test_the_connections_of_the_stack(home: AirflowHome) -> None:
+    conns = stack_connections(home.config, home.secrets)
+    assert set(conns) == {"kafka_connect_default", "kafka_default", "spark_default", "cdc_postgres",
+                          "cdc_postgres_reader", "cdc_mariadb", "cdc_mariadb_reader"}  # fmt: skip
+    assert conns["kafka_connect_default"]["conn_type"] == "kafka_connect"
+    assert json.loads(conns["kafka_default"]["extra"])["bootstrap.servers"] == "127.0.0.1:9092"
+    assert (conns["cdc_postgres"]["login"], conns["cdc_postgres_reader"]["login"]) == ("cdc_signal", "cdc_reader")
+    assert conns["cdc_mariadb_reader"]["password"] == home.secrets["CDC_MARIADB_READER_PASSWORD"]
+    assert conns["cdc_mariadb"]["conn_type"] == "mysql" and conns["cdc_postgres"]["port"] == 15433

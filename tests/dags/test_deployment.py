@@ -10,7 +10,7 @@ import pytest
 
 from cdclake.connectors import load_specs
 from cdclake.exceptions import ConfigError
-from cdclake.orchestration.deployment import enabled_specs, ingest_interval
+from cdclake.orchestration.deployment import enabled_specs, ingest_interval, spark_pool
 
 SPECS = load_specs()
 DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
@@ -42,6 +42,11 @@ def test_ingest_interval(value: str, interval: timedelta) -> None:
 def test_a_bad_ingest_interval_names_the_variable(value: str) -> None:
     with pytest.raises(ConfigError, match="CDC_INGEST_INTERVAL"):
         ingest_interval({"CDC_INGEST_INTERVAL": value})
+
+
+def test_the_spark_pool_defaults_to_airflows_default_pool() -> None:
+    assert spark_pool({}) == spark_pool({"CDC_SPARK_POOL": " "}) == "default_pool"
+    assert spark_pool({"CDC_SPARK_POOL": "cdc_spark"}) == "cdc_spark"
 
 
 def _bag(monkeypatch: pytest.MonkeyPatch, **env: str) -> Any:

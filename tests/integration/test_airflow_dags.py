@@ -24,7 +24,6 @@ from cdclake.connectors import load_spec
 from cdclake.lake import LakeConfig
 from cdclake.orchestration import lake_row_count
 from cdclake.stack import Stack
-from cdclake.stack.config import password
 
 pytestmark = pytest.mark.integration("airflow")
 
@@ -39,26 +38,19 @@ def airflow_env(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Itera
     """Environment of the ``airflow`` subprocesses: temp home (SQLite DB migrated), temp lake, stack connections."""
     home = tmp_path_factory.mktemp("airflow-home")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_", "AIRFLOW__"))}
-    env.update(stack_environment(stack))
+    # the stack's connections as AIRFLOW_CONN_* (signal writers, readers, Kafka Connect, Spark); not its
+    # airflow.cfg, its metadata database or its Spark pool, which belong to the stack's own Airflow
+    stack_env = stack_environment(stack, connections=True)
+    env.update({k: v for k, v in stack_env.items() if k not in {"AIRFLOW_CONFIG", "CDC_SPARK_POOL"}})
     env.update(
         {
             "AIRFLOW_HOME": str(home),
+            "AIRFLOW_CONFIG": str(home / "airflow.cfg"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-            # the count check reads the source through the app user (the signal writer cannot SELECT)
-            "AIRFLOW_CONN_CDC_POSTGRES_APP": json.dumps(
-                {
-                    "conn_type": "postgres",
-                    "host": stack.config.host,
-                    "port": stack.config.postgres_port,
-                    "login": "cdclake_app",
-                    "password": password(stack.secrets, "postgres", "app"),
-                    "schema": "demo",
-                }
-            ),
             "CDC_LAKE_DIR": str(tmp_path_factory.mktemp("lake")),
             "CDC_RUN_DIR": str(tmp_path_factory.mktemp("runs")),
             "CDC_HOME": str(PROJECT_ROOT),

@@ -17,6 +17,7 @@ from cdclake import cds
 from cdclake.ingest.lock import LOCK_LABEL_ENV
 from cdclake.lake import LakeConfig
 from cdclake.orchestration import job_application, run_file
+from cdclake.orchestration.deployment import spark_pool
 from cdclake.spark import session_conf, spark_jars, with_driver_options
 
 RUN_DIR_ENV = "CDC_RUN_DIR"
@@ -43,7 +44,8 @@ class CdcSparkJobOperator(SparkSubmitOperator):
     * ``CDC_LOCK_LABEL`` names the task run to any other run that waits for the source's lock the job holds.
 
     The master comes from the Spark connection (``conn_id``, default ``spark_default``): ``local[*]``
-    on the local stack, ``spark://spark-master:7077`` in docker-compose.
+    on the local stack, ``spark://spark-master:7077`` in docker-compose. The task's pool defaults to the
+    deployment's Spark pool (``CDC_SPARK_POOL``, :func:`cdclake.orchestration.deployment.spark_pool`).
 
     Args:
         job: the job's module name under ``jobs/`` (``ingest``, ``maintenance``).
@@ -56,6 +58,7 @@ class CdcSparkJobOperator(SparkSubmitOperator):
 
     def __init__(self, *, job: str, summary_json: bool = True, **kwargs: Any) -> None:
         kwargs.setdefault("conn_id", "spark_default")
+        kwargs.setdefault("pool", spark_pool())
         kwargs.setdefault("name", f"cdclake-{job}")
         kwargs.setdefault("application", "")
         super().__init__(**kwargs)

@@ -11,9 +11,13 @@ variable                    default                           meaning
                                                               DAG, and appear in the DAGs' ``source`` Params
 ``CDC_INGEST_INTERVAL``     ``5m``                            the ingest DAGs' schedule: ``90s``, ``1m``,
                                                               ``2h`` or seconds (at least 10 s)
+``CDC_SPARK_POOL``          ``default_pool``                  the Airflow pool of every Spark job task
+                                                              (its slots bound how many run at once)
 ==========================  ================================  ==========================================
 
-The local stack sets ``CDC_SOURCES=postgres,mariadb`` (the databases it runs) and ``CDC_INGEST_INTERVAL=1m``.
+The local stack sets ``CDC_SOURCES=postgres,mariadb`` (the databases it runs), ``CDC_INGEST_INTERVAL=1m``, and
+``CDC_SPARK_POOL=cdc_spark``, a pool of ``CDC_SPARK_SLOTS`` slots (default 1: on two cores, Spark drivers side by
+side each take several times longer than one after the other).
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ SOURCES_ENV = "CDC_SOURCES"
 INGEST_INTERVAL_ENV = "CDC_INGEST_INTERVAL"
 INGEST_INTERVAL_DEFAULT = timedelta(minutes=5)
 MIN_INGEST_INTERVAL = timedelta(seconds=10)
+SPARK_POOL_ENV = "CDC_SPARK_POOL"
+SPARK_POOL_DEFAULT = "default_pool"
 _INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, None: 1}
 
@@ -68,3 +74,8 @@ def ingest_interval(environ: Mapping[str, str] | None = None) -> timedelta:
     if interval < MIN_INGEST_INTERVAL:
         raise ConfigError(f"{INGEST_INTERVAL_ENV}={raw!r} is shorter than {MIN_INGEST_INTERVAL.seconds} seconds")
     return interval
+
+
+def spark_pool(environ: Mapping[str, str] | None = None) -> str:
+    """The Airflow pool of the Spark job tasks (``CDC_SPARK_POOL``, default Airflow's ``default_pool``)."""
+    return (os.environ if environ is None else environ).get(SPARK_POOL_ENV, "").strip() or SPARK_POOL_DEFAULT

@@ -140,6 +140,16 @@ class AirflowRestClient:
         self.request("PATCH", f"/api/v2/connections/{conn_id}", json=body)
         return "updated"
 
+    def upsert_pool(self, name: str, slots: int, description: str = "") -> str:
+        """Create the pool, or set its slots; returns ``created`` or ``updated``."""
+        body = {"name": name, "slots": slots, "description": description, "include_deferred": False}
+        found = self.request("GET", f"/api/v2/pools/{name}", expect=(200, 404))
+        if found is None or found.get("name") != name:
+            self.request("POST", "/api/v2/pools", json=body, expect=(201,))
+            return "created"
+        self.request("PATCH", f"/api/v2/pools/{name}", json=body)
+        return "updated"
+
     def connection(self, conn_id: str) -> dict[str, Any] | None:
         """The connection as the API shows it (password masked), or None."""
         found = self.request("GET", f"/api/v2/connections/{conn_id}", expect=(200, 404))

@@ -32,7 +32,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from cdclake.exceptions import NotInstalledError, StackError
+from cdclake.exceptions import ConfigError, NotInstalledError, StackError
 from cdclake.lake import LakeConfig
 from cdclake.paths import lake_dir, project_home
 from cdclake.stack.base import Endpoint, Service
@@ -54,6 +54,10 @@ ADMIN_USER = "admin"
 STACK_INGEST_INTERVAL = "1m"
 #: Task slots of the LocalExecutor: every Spark job is a driver JVM of its own, and the machine has 2 cores.
 PARALLELISM = 4
+#: The pool of the Spark job tasks, and its slots (``CDC_SPARK_SLOTS`` at ``stack up``): Spark drivers side by side
+#: on two cores each take several times longer than one after the other.
+SPARK_POOL = "cdc_spark"
+SPARK_SLOTS_DEFAULT = 1
 #: The key of each component in ``GET /api/v2/monitor/health``.
 _HEALTH_KEYS = {"scheduler": "scheduler", "dag-processor": "dag_processor", "triggerer": "triggerer"}
 
@@ -213,6 +217,7 @@ class AirflowHome:
             "CDC_STACK_DIR": str(self.config.state_dir),
             "CDC_SOURCES": ",".join(STACK_SOURCES),
             "CDC_INGEST_INTERVAL": os.environ.get("CDC_INGEST_INTERVAL", STACK_INGEST_INTERVAL),
+            "CDC_SPARK_POOL": SPARK_POOL,
             "CDC_RUN_DIR": str(self.path / "runs"),
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         }
@@ -302,6 +307,22 @@ class AirflowHome:
         return dict(response.json())
 
 
+def spark_slots() -> int:
+    """``CDC_SPARK_SLOTS`` (default :data:`SPARK_SLOTS_DEFAULT`).
+
+    Raises:
+        ConfigError: when it is not a positive number.
+    """
+    raw = os.environ.get("CDC_SPARK_SLOTS", str(SPARK_SLOTS_DEFAULT))
+    try:
+        slots = int(raw)
+    except ValueError:
+        slots = 0
+    if slots < 1:
+        raise ConfigError(f"CDC_SPARK_SLOTS={raw!r} is not a positive number of Spark jobs at once")
+    return slots
+
+
 def _write_private(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
@@ -374,10 +395,16 @@ class AirflowApiServerService(AirflowService):
         return self.airflow.health().get("metadatabase", {}).get("status") == "healthy"
 
     def bootstrap(self) -> None:
-        """Store the stack's connections in the metadata database (encrypted with the Fernet key)."""
+        """Store the stack's connections in the metadata database (encrypted with the Fernet key), and create
+        the Spark jobs' pool (:data:`SPARK_POOL`, ``CDC_SPARK_SLOTS`` slots).
+
+        Raises:
+            ConfigError: when ``CDC_SPARK_SLOTS`` is not a positive number.
+        """
         client = self.airflow.client()
         for conn_id, fields in stack_connections(self.config, self.secrets).items():
             client.upsert_connection(conn_id, fields)
+        client.upsert_pool(SPARK_POOL, spark_slots(), "Spark jobs of cdclake (ingest, maintenance): one driver each")
 
     def describe(self) -> str:
         return (

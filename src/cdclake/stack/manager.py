@@ -132,7 +132,7 @@ class Stack:
         for name in ("connect", *COMPONENTS):
             self._await(services[name], started, timings, progress)
         services["airflow-api-server"].bootstrap()
-        progress("airflow-api-server", "connections stored in the metadata database")
+        progress("airflow-api-server", "connections and the Spark jobs' pool stored in the metadata database")
         return timings
 
     def _check_jars(self) -> None:

@@ -66,7 +66,11 @@ def test_the_decoder_skips_a_known_schema_and_reads_the_payload_whole(spark: Spa
     """A record that starts with the sampled schema text is read from its payload on: the delimiter inside a
     value, non-ASCII text, a field after the payload, other layouts and key orders all decode the same."""
     topic = topic_of("mysql")
-    fields = [{"field": "id", "type": "int32"}, {"field": "payload", "type": "string"}, {"field": "ü", "type": "string"}]
+    fields = [
+        {"field": "id", "type": "int32"},
+        {"field": "payload", "type": "string"},
+        {"field": "ü", "type": "string"},
+    ]
     sampled = json.loads(value("mysql", {"id": 0, "payload": "p", "ü": "é"}, row_fields=fields))
     schema = json.dumps(sampled["schema"], separators=(",", ":"))
     prefix = '{"schema":' + schema + ',"payload":'

@@ -213,7 +213,9 @@ def test_the_driver_and_spark_cut_the_same_schema_prefix(spark: SparkSession) ->
         '{"id": 4}',  # schemas off
         "é" + compact,  # not an envelope start
     ]
-    got = spark.createDataFrame([(v,) for v in values], "value string").select(_schema_prefix(F.col("value")).alias("p"))
+    got = spark.createDataFrame([(v,) for v in values], "value string").select(
+        _schema_prefix(F.col("value")).alias("p")
+    )
     in_spark = [r["p"] for r in got.collect()]
     in_driver = [_schema_prefix_text(v) for v in values]
     assert in_driver == in_spark

@@ -54,6 +54,20 @@ def test_upsert_connection_creates_then_updates(client: AirflowRestClient) -> No
         assert updated.call_count == 1
 
 
+def test_upsert_pool_creates_then_sets_the_slots(client: AirflowRestClient) -> None:
+    with requests_mock.Mocker() as m:
+        m.post(f"{BASE}/auth/token", json={"access_token": "t"})
+        m.get(f"{BASE}/api/v2/pools/spark", [{"status_code": 404, "json": {"detail": "missing"}},
+                                             {"json": {"name": "spark", "slots": 1}}])  # fmt: skip
+        created = m.post(f"{BASE}/api/v2/pools", status_code=201, json={"name": "spark"})
+        updated = m.patch(f"{BASE}/api/v2/pools/spark", json={"name": "spark"})
+        assert client.upsert_pool("spark", 1, "jobs") == "created"
+        assert client.upsert_pool("spark", 2) == "updated"
+        assert created.last_request.json() == {"name": "spark", "slots": 1, "description": "jobs",
+                                               "include_deferred": False}  # fmt: skip
+        assert updated.last_request.json()["slots"] == 2
+
+
 def test_trigger_and_wait_for_a_run(client: AirflowRestClient, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("cdclake.orchestration.rest.time.sleep", lambda s: None)
     seen: list[str] = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
@@ -13,6 +14,7 @@ from cdclake import cds
 from cdclake.connect import ConnectorStatus, UpsertResult
 from cdclake.connectors import DatabaseEndpoint, connect_config, load_spec
 from cdclake.exceptions import ConnectError, ConnectorConfigInvalidError, ConnectorFailedError, SnapshotAbortedError
+from cdclake.ingest.lock import LOCK_LABEL_ENV
 from cdclake_airflow.operators.debezium_signal import SendDebeziumSignalOperator
 from cdclake_airflow.operators.kafka_connect import KafkaConnectorRestartOperator, KafkaConnectorUpsertOperator
 from cdclake_airflow.operators.spark_job import CdcSparkJobOperator
@@ -183,15 +185,27 @@ def test_snapshot_sensor_needs_a_topic_source() -> None:
         SnapshotCompletedSensor(task_id="w", signal_id="s")
 
 
+def test_spark_job_tasks_take_the_deployments_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CDC_SPARK_POOL", raising=False)
+    assert CdcSparkJobOperator(task_id="a", job="ingest").pool == "default_pool"
+    monkeypatch.setenv("CDC_SPARK_POOL", "cdc_spark")
+    assert CdcSparkJobOperator(task_id="b", job="ingest").pool == "cdc_spark"
+    assert CdcSparkJobOperator(task_id="c", job="ingest", pool="big").pool == "big"
+
+
 def test_the_airflow_operator_maps_the_archive_unless_the_driver_runs_on_the_cluster(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CDC_LAKE_DIR", str(tmp_path / "lake"))
     monkeypatch.setattr(cds, "driver_options", lambda: ["-XX:SharedArchiveFile=/x.jsa"])
-    options = {}
+    options, labels = {}, {}
+    ti = SimpleNamespace(dag_id="cdc_ingest__postgres", run_id="manual__1", task_id="ingest")
     for mode in ("client", "cluster"):
         op = CdcSparkJobOperator(task_id=f"ingest_{mode}", job="ingest", summary_json=False, deploy_mode=mode)
-        op._prepare({})
+        op._prepare({"ti": ti})
         options[mode] = op.conf["spark.driver.extraJavaOptions"]
+        labels[mode] = (op.env_vars or {}).get(LOCK_LABEL_ENV)
+    # the lock label names the task run to a run that waits for the source (a driver here only)
+    assert labels == {"client": "airflow cdc_ingest__postgres/manual__1/ingest", "cluster": None}
     assert options["client"].endswith(" -XX:SharedArchiveFile=/x.jsa")
     assert "SharedArchiveFile" not in options["cluster"] and "-Duser.timezone=UTC" in options["cluster"]

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cdclake.stack.airflow import AirflowHome, stack_connections
+from cdclake.exceptions import ConfigError
+from cdclake.stack.airflow import SPARK_POOL, AirflowHome, spark_slots, stack_connections
 from cdclake.stack.config import StackConfig, capture_secrets, load_or_create_secrets, secret_names
 
 
@@ -63,6 +64,18 @@ def test_the_ingest_interval_follows_the_environment(home: AirflowHome, monkeypa
     assert home.environment()["CDC_INGEST_INTERVAL"] == "1m"
     monkeypatch.setenv("CDC_INGEST_INTERVAL", "5m")
     assert home.environment()["CDC_INGEST_INTERVAL"] == "5m"
+
+
+def test_spark_jobs_share_one_pool_of_cdc_spark_slots(home: AirflowHome, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert home.environment()["CDC_SPARK_POOL"] == SPARK_POOL
+    monkeypatch.delenv("CDC_SPARK_SLOTS", raising=False)
+    assert spark_slots() == 1
+    monkeypatch.setenv("CDC_SPARK_SLOTS", "3")
+    assert spark_slots() == 3
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("CDC_SPARK_SLOTS", bad)
+        with pytest.raises(ConfigError, match=f"CDC_SPARK_SLOTS='{bad}'"):
+            spark_slots()
 
 
 def test_the_connections_of_the_stack(home: AirflowHome) -> None:

@@ -30,11 +30,11 @@ from cdclake.monitor import LakeMonitor
 from cdclake.reconcile.audit import latest_results
 from cdclake.stack import Stack
 from cdclake.stack.config import secret_names
+from cdclake.stack.debian import CHROMIUM
 
 pytestmark = pytest.mark.integration("airflow")
 
 CDCLAKE = str(Path(sys.executable).parent / "cdclake")
-CHROMIUM = Path("/usr/bin/chromium")
 SHOP = ("customers", "products", "orders", "order_items")
 #: where the browser test's screenshots go (kept when the variable is set)
 ARTIFACTS_ENV = "CDC_TEST_ARTIFACTS"

@@ -475,12 +475,22 @@ def test_airflow_connections_and_lake_settings(services: dict[str, dict[str, Any
     assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].endswith("@airflow-db:5432/airflow")
     assert env["AIRFLOW_CONN_SPARK_DEFAULT"] == "spark://spark-master:7077"
     connect = json.loads(env["AIRFLOW_CONN_KAFKA_CONNECT_DEFAULT"])
-    assert (connect["conn_type"], connect["host"], connect["port"]) == ("http", "connect", 8083)
+    assert (connect["conn_type"], connect["host"], connect["port"]) == ("kafka_connect", "connect", 8083)
     kafka = json.loads(env["AIRFLOW_CONN_KAFKA_DEFAULT"])
     assert kafka["conn_type"] == "kafka" and kafka["extra"]["bootstrap.servers"] == "kafka:9092"
     for conn_id, host in (("CDC_POSTGRES", "postgres"), ("CDC_MYSQL", "mysql"), ("CDC_MONGODB", "mongodb")):
         conn = json.loads(env[f"AIRFLOW_CONN_{conn_id}"])
         assert (conn["host"], conn["login"]) == (host, "cdc_signal"), conn_id
+    for conn_id, host in (("CDC_POSTGRES_READER", "postgres"), ("CDC_MYSQL_READER", "mysql")):
+        conn = json.loads(env[f"AIRFLOW_CONN_{conn_id}"])
+        assert (conn["host"], conn["login"]) == (host, "cdc_reader"), conn_id
+    # the deployment's sources are specs whose database runs without a profile
+    from cdclake.connectors import load_specs
+    from cdclake.orchestration.deployment import enabled_specs
+
+    sources = [spec.name for spec in enabled_specs(load_specs(), {"CDC_SOURCES": env["CDC_SOURCES"]})]
+    assert sorted(sources) == ["mongodb", "mysql", "postgres"]
+    assert all(not services[name].get("profiles") for name in sources)
     assert env["CDC_LAKE_KIND"] == "rest"
     assert env["CDC_LAKE_URI"] == "http://iceberg-rest:8181"
     assert env["CDC_LAKE_S3_ENDPOINT"] == "http://minio:9000"
@@ -494,6 +504,13 @@ def test_airflow_connections_and_lake_settings(services: dict[str, dict[str, Any
     # every Airflow component sees the same settings
     for name in AIRFLOW_SERVICES:
         assert env.items() <= _environment(services[name]).items(), name
+
+
+def test_the_airflow_image_installs_the_airflow_distribution() -> None:
+    """Its entry points register the Kafka Connect connection type and the CDC view."""
+    text = DOCKERFILE.read_text()
+    assert "pip install --no-cache-dir --no-deps ./plugins" in text
+    assert "!plugins/" in DOCKERIGNORE.read_text().splitlines()
 
 
 def test_lake_settings_are_read_by_the_project(

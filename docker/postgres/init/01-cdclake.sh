@@ -4,11 +4,12 @@
 # the environment and are passed as psql variables, so :'var' quotes them safely.
 set -euo pipefail
 
-: "${CDC_POSTGRES_DEBEZIUM_PASSWORD:?}" "${CDC_POSTGRES_SIGNAL_PASSWORD:?}"
+: "${CDC_POSTGRES_DEBEZIUM_PASSWORD:?}" "${CDC_POSTGRES_SIGNAL_PASSWORD:?}" "${CDC_POSTGRES_READER_PASSWORD:?}"
 
 psql -v ON_ERROR_STOP=1 --username "$POSTGRES_USER" --dbname demo \
   -v dbz_pw="$CDC_POSTGRES_DEBEZIUM_PASSWORD" \
-  -v sig_pw="$CDC_POSTGRES_SIGNAL_PASSWORD" <<'SQL'
+  -v sig_pw="$CDC_POSTGRES_SIGNAL_PASSWORD" \
+  -v reader_pw="$CDC_POSTGRES_READER_PASSWORD" <<'SQL'
 CREATE SCHEMA IF NOT EXISTS inventory;
 
 CREATE TABLE IF NOT EXISTS inventory.debezium_signal (
@@ -34,6 +35,13 @@ CREATE ROLE cdc_signal WITH LOGIN PASSWORD :'sig_pw';
 GRANT CONNECT ON DATABASE demo TO cdc_signal;
 GRANT USAGE ON SCHEMA inventory TO cdc_signal;
 GRANT INSERT ON inventory.debezium_signal TO cdc_signal;
+
+-- Reader (Airflow): SELECT on the captured schema only (row counts, source-vs-lake reconciliation).
+CREATE ROLE cdc_reader WITH LOGIN PASSWORD :'reader_pw';
+GRANT CONNECT ON DATABASE demo TO cdc_reader;
+GRANT USAGE ON SCHEMA inventory TO cdc_reader;
+GRANT SELECT ON ALL TABLES IN SCHEMA inventory TO cdc_reader;
+ALTER DEFAULT PRIVILEGES IN SCHEMA inventory GRANT SELECT ON TABLES TO cdc_reader;
 
 REVOKE ALL ON DATABASE demo FROM PUBLIC;
 SQL

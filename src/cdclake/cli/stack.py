@@ -142,11 +142,12 @@ def packages(
         False, "--install", help="Install what is missing (needs root) instead of only checking."
     ),
 ) -> None:
-    """Check (or install) the Debian packages the stack runs: PostgreSQL, MariaDB, Java 17+."""
+    """Check (or install) the Debian packages the stack runs (PostgreSQL, MariaDB, Java 17+) and the browser the
+    UI tests drive (Chromium)."""
     from cdclake.stack.debian import ensure_installed
 
     ensure_installed(install=install)
-    console.print("Debian packages for the local stack: present (postgresql, mariadb-server, java 17+)")
+    console.print("Debian packages for the local stack: present (postgresql, mariadb-server, java 17+, chromium)")
 
 
 @app.command()

@@ -1,4 +1,5 @@
-"""Find (or install) the Debian packages the local stack runs: PostgreSQL, MariaDB, a Java 17+ runtime.
+"""Find (or install) the Debian packages the local stack runs: PostgreSQL, MariaDB, a Java 17+ runtime, and
+Chromium, the headless browser the tests drive Airflow's UI with (Playwright cannot download its own here).
 
 ``cdclake stack packages --install`` (what ``make install`` runs) installs what is missing when run as
 root, and otherwise prints the exact command to run.
@@ -22,7 +23,10 @@ PACKAGES = {
     "postgres": ["postgresql"],
     "mariadb": ["mariadb-server", "mariadb-client"],
     "java": ["openjdk-17-jre-headless"],
+    "browser": ["chromium"],
 }
+#: Debian's Chromium, the browser the UI tests launch through Playwright's ``executable_path``.
+CHROMIUM = Path("/usr/bin/chromium")
 # Debian's maintainer scripts would start system-wide PostgreSQL/MariaDB services; the stack runs its
 # own instances, so installs happen with service start-up disabled.
 _NO_SERVICE_START_ENV = {"DEBIAN_FRONTEND": "noninteractive", "RUNLEVEL": "1"}
@@ -86,6 +90,8 @@ def missing_packages() -> list[str]:
     java = _which("java")
     if java is None or (java_major(str(java)) or 0) < 17:
         missing += PACKAGES["java"]
+    if not CHROMIUM.exists():
+        missing += PACKAGES["browser"]
     return missing
 
 

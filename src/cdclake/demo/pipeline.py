@@ -314,7 +314,7 @@ class _Demo:
                     continue
                 column = "order_id" if table == "order_items" else "id"
                 self.report.freshness_s += row_freshness(
-                    catalog.load_table(ident), GreaterThanOrEqual(column, DEMO_ID_BASE)
+                    catalog.load_table(ident), GreaterThanOrEqual(column, DEMO_ID_BASE), since=self.started
                 )
         return f"{sum(self.report.batches.values())} batches committed, {len(self.report.freshness_s)} rows measured"
 

@@ -311,7 +311,7 @@ def _utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def row_freshness(table: Any, row_filter: Any = None) -> list[float]:
+def row_freshness(table: Any, row_filter: Any = None, since: datetime | None = None) -> list[float]:
     """Seconds from each row's source commit to the lake commit that made the row as it is now visible.
 
     A row's ``_cdc_source_ts`` is its change's commit time in the source database; ``_cdc_ingested_at`` is when
@@ -320,6 +320,7 @@ def row_freshness(table: Any, row_filter: Any = None) -> list[float]:
     Args:
         table: a pyiceberg table of the lake (with cdclake's metadata columns).
         row_filter: a pyiceberg row filter selecting the rows to measure (default: all).
+        since: only rows whose change was committed in the source at or after this time (default: all).
     """
     from bisect import bisect_left
 
@@ -331,7 +332,7 @@ def row_freshness(table: Any, row_filter: Any = None) -> list[float]:
     out = []
     for row in scan.to_arrow().to_pylist():
         source, ingested = _utc(row["_cdc_source_ts"]), _utc(row["_cdc_ingested_at"])
-        if source is None or ingested is None:
+        if source is None or ingested is None or (since is not None and source < since):
             continue
         i = bisect_left(snapshots, int(ingested.timestamp() * 1000))
         if i < len(snapshots):

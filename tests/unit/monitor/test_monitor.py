@@ -161,3 +161,6 @@ def test_row_freshness_is_source_commit_to_the_snapshot_that_made_the_row_visibl
     [seconds] = row_freshness(table)
     assert seconds == pytest.approx(commit - (written.timestamp() - 30), abs=0.01)
     assert 30 <= seconds < 30 + (time.time() - written.timestamp()) + 1
+    # changes committed in the source before `since` (an earlier run's) are not measured
+    assert row_freshness(table, since=written - timedelta(seconds=31)) == [seconds]
+    assert row_freshness(table, since=written - timedelta(seconds=29)) == []

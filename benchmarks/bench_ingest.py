@@ -215,7 +215,7 @@ def main() -> None:
                 ).writeTo(table).append()
                 print(f"table of {size:,} rows written in {time.monotonic() - t0:.1f}s")
                 # the same batch for both tables (keys from a quarter of the small table), unless --spread-keys
-                # draws them from a quarter of each table (more distinct keys for the large one: session 3's variant)
+                # draws them from a quarter of each table (more distinct keys to update in the large one)
                 batch = workload(
                     prefix, args.merge_batch, max(1, (size if args.spread_keys else args.small) // 4), seed=2
                 )

@@ -23,7 +23,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,7 +114,7 @@ class ArchiveResult:
 def build_archive(*, rebuild: bool = False, timeout_s: float = 900.0) -> ArchiveResult:
     """Write the archive for this JVM and class path, unless it exists (``rebuild`` writes it again).
 
-    A driver JVM runs a small Iceberg workload (:func:`_warm_up`) and writes the classes it loaded when it
+    A driver JVM runs a small Iceberg workload (:mod:`cdclake.cds_warmup`) and writes the classes it loaded when it
     exits; a second JVM must then start with ``-Xshare:on`` on it (which fails on an archive it cannot map)
     before it replaces the old one (each process writes its own partial file, so concurrent builds do not
     collide). Archives of other fingerprints in the folder are removed.
@@ -146,7 +145,7 @@ def build_archive(*, rebuild: bool = False, timeout_s: float = 900.0) -> Archive
 
 
 def _run_driver(step: str, archive: Path, timeout_s: float) -> None:
-    cmd = [sys.executable, "-m", "cdclake.cds", step, str(archive)]
+    cmd = [sys.executable, "-m", "cdclake.cds_warmup", step, str(archive)]
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_GATEWAY_PORT", "JDK_JAVA_OPTIONS")}
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s, check=False)
@@ -155,45 +154,3 @@ def _run_driver(step: str, archive: Path, timeout_s: float) -> None:
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
         raise CdsError(f"class-data sharing {step} of {archive} failed (exit {proc.returncode}):\n{tail}")
-
-
-def _warm_up(step: str, archive: Path) -> None:
-    """In a fresh process: start a driver JVM that writes (``dump``) or must map (``check``) ``archive``.
-
-    ``dump`` runs the SQL an ingestion batch runs on a throwaway embedded lake (create, append, MERGE with
-    ``from_json``, metadata tables, aggregation), so the archive holds the classes of a batch, not only
-    those of the start.
-    """
-    from cdclake.lake import LakeConfig
-    from cdclake.spark import LOCAL_DRIVER_GC, build_spark_session
-
-    flag = f"-XX:ArchiveClassesAtExit={archive}" if step == "dump" else f"-XX:SharedArchiveFile={archive} -Xshare:on"
-    lake_dir = Path(tempfile.mkdtemp(prefix="cdclake-cds-"))
-    try:
-        spark = build_spark_session(
-            "cdclake-cds", lake=LakeConfig.embedded(lake_dir), driver_options=[LOCAL_DRIVER_GC, flag]
-        )
-        if step == "dump":
-            table = "lake.cds.warm_up"
-            spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.cds")
-            spark.sql(
-                f"CREATE TABLE {table} (id BIGINT, v STRING, d DECIMAL(10,2), ts TIMESTAMP) "
-                "USING iceberg TBLPROPERTIES ('format-version'='2')"
-            )
-            spark.sql(f"INSERT INTO {table} VALUES (1, 'a', 1.50, current_timestamp()), (2, 'b', 2.50, NULL)")
-            spark.sql(
-                f'MERGE INTO {table} t USING (SELECT from_json(\'{{"id":1,"v":"x"}}\', \'id BIGINT, v STRING\') j) s '
-                "ON t.id = s.j.id WHEN MATCHED THEN UPDATE SET v = s.j.v "
-                "WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.j.id, s.j.v)"
-            )
-            spark.sql(f"SELECT summary FROM {table}.snapshots").collect()
-            spark.table(table).groupBy("v").count().collect()
-        else:
-            spark.range(3).count()
-        spark.stop()
-    finally:
-        shutil.rmtree(lake_dir, ignore_errors=True)
-
-
-if __name__ == "__main__":  # the driver process of build_archive
-    _warm_up(sys.argv[1], Path(sys.argv[2]))

@@ -50,9 +50,8 @@ LOG4J2_CONF = Path(__file__).with_name("resources") / "log4j2-spark.properties"
 LOCAL_DRIVER_GC = "-XX:+UseParallelGC"
 
 #: Thresholds of the optimising (C2) JIT compiler, four times the JDK's, in a driver this process launches. A
-#: driver lives for one batch: with the defaults its C2 compiler thread took 20 s of CPU on a 1M-event batch
-#: (as much as the tasks), compiling Spark, Kafka and Iceberg code that runs a few thousand times; with these,
-#: 16 s, and the batch is about 1 s shorter. Raising the C1 thresholds as well made it slower.
+#: driver lives for one batch, and with the JDK's thresholds its C2 compiler threads spend as much CPU as the
+#: tasks compiling Spark, Kafka and Iceberg code that runs a few thousand times (docs/benchmarks.md, Ingestion).
 LOCAL_DRIVER_JIT = (
     "-XX:Tier4InvocationThreshold=20000",
     "-XX:Tier4MinInvocationThreshold=3000",
@@ -64,7 +63,7 @@ LOCAL_DRIVER_JIT = (
 def local_driver_options() -> list[str]:
     """JVM options of a driver this process launches itself (local mode, where it does all the work).
 
-    The throughput collector, which beats G1 on a batch job (1M-event batch 45 s against 49-61 s on
+    The throughput collector, which beats G1 on a batch job (shorter and steadier batches on
     2 cores), fewer optimising JIT compilations (:data:`LOCAL_DRIVER_JIT`) and this machine's class-data
     sharing archive when there is one (:mod:`cdclake.cds`: about 5 s less per start). See docs/benchmarks.md.
     """

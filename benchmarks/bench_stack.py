@@ -52,7 +52,7 @@ def main() -> None:
     print(
         f"stack up (warm cache, {args.runs} runs): median {statistics.median(durations):.1f}s, max {max(durations):.1f}s"
     )
-    services = stack.services()
+    services = stack.services
     before = {name: _cpu_seconds(s.process.pid()) for name, s in services.items()}
     time.sleep(args.idle_seconds)
     cpu = {name: _cpu_seconds(s.process.pid()) - before[name] for name, s in services.items()}

@@ -102,6 +102,23 @@ def test_cdc_ingest_postgres_has_successful_scheduled_runs(demo: dict[str, Any],
     assert any(b.applied > 0 for b in batches)
 
 
+def test_no_secret_in_task_logs_or_job_summaries(demo: dict[str, Any], stack: Stack) -> None:
+    """Every task log the demo's runs wrote, and every Spark job summary (what the ingest tasks return as XCom)."""
+    home = stack.airflow.path
+    files = [*(home / "logs").rglob("*.log"), *(home / "runs").rglob("*.json")]
+    assert any(f.suffix == ".json" for f in files) and any("task_id=ingest" in str(f) for f in files)
+    values = {name: stack.secrets[name] for name in secret_names()}
+    leaked = sorted(
+        {
+            f"{name} in {f.relative_to(home)}"
+            for f in files
+            for name, v in values.items()
+            if v in f.read_text("utf-8", "replace")
+        }
+    )
+    assert leaked == []
+
+
 def test_airflow_answers_and_lists_the_cdc_view(demo: dict[str, Any], airflow: Any, stack: Stack) -> None:
     health = requests.get(f"{stack.config.airflow_url}/api/v2/monitor/health", timeout=10).json()
     assert {k: v["status"] for k, v in health.items()} == {

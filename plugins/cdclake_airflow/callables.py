@@ -268,7 +268,7 @@ def reconcile_under_lock(source: str, tables: Sequence[str] | None, run: str) ->
     from cdclake.ingest.lock import source_lock
     from cdclake.lake import LakeConfig
     from cdclake.reconcile import SourceConnection, reconcile_source
-    from cdclake.reconcile.audit import SAMPLE_KEYS, record_report
+    from cdclake.reconcile.audit import record_report, sample_keys
 
     spec = load_spec(source)
     if spec.connector is ConnectorKind.MONGODB:
@@ -295,11 +295,7 @@ def reconcile_under_lock(source: str, tables: Sequence[str] | None, run: str) ->
     record_report(catalog, report, run)
     out: dict[str, Any] = {"source": source, "equal": report.equal, "tables": {}}
     for t in report.tables:
-        sample = {
-            k: [list(x) for x in v[:SAMPLE_KEYS]]
-            for k, v in (("missing", t.missing_keys), ("extra", t.extra_keys), ("different", t.different_keys))
-            if v
-        }
+        sample = sample_keys(t)
         out["tables"][t.source_table] = {
             "status": t.status,
             "source_rows": t.source_rows,

@@ -132,22 +132,21 @@ class AirflowRestClient:
         Args:
             fields: ``conn_type``, ``host``, ``port``, ``login``, ``password``, ``schema``, ``extra`` (a JSON string).
         """
-        body = {"connection_id": conn_id, **fields}
-        found = self.request("GET", f"/api/v2/connections/{conn_id}", expect=(200, 404))
-        if found is None or found.get("connection_id") != conn_id:
-            self.request("POST", "/api/v2/connections", json=body, expect=(201,))
-            return "created"
-        self.request("PATCH", f"/api/v2/connections/{conn_id}", json=body)
-        return "updated"
+        return self._upsert("/api/v2/connections", "connection_id", {"connection_id": conn_id, **fields})
 
     def upsert_pool(self, name: str, slots: int, description: str = "") -> str:
         """Create the pool, or set its slots; returns ``created`` or ``updated``."""
         body = {"name": name, "slots": slots, "description": description, "include_deferred": False}
-        found = self.request("GET", f"/api/v2/pools/{name}", expect=(200, 404))
-        if found is None or found.get("name") != name:
-            self.request("POST", "/api/v2/pools", json=body, expect=(201,))
+        return self._upsert("/api/v2/pools", "name", body)
+
+    def _upsert(self, collection: str, key: str, body: Mapping[str, Any]) -> str:
+        """POST ``body`` to ``collection`` unless the item named ``body[key]`` exists, else PATCH it."""
+        name = body[key]
+        found = self.request("GET", f"{collection}/{name}", expect=(200, 404))
+        if found is None or found.get(key) != name:
+            self.request("POST", collection, json=body, expect=(201,))
             return "created"
-        self.request("PATCH", f"/api/v2/pools/{name}", json=body)
+        self.request("PATCH", f"{collection}/{name}", json=body)
         return "updated"
 
     def connection(self, conn_id: str) -> dict[str, Any] | None:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cdclake.lake.catalog import AUDIT_NAMESPACE
-from cdclake.reconcile.source import ReconcileReport
+from cdclake.reconcile.source import ReconcileReport, TableReconciliation
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -51,20 +51,22 @@ def reconciliation_schema() -> pa.Schema:
     )
 
 
+def sample_keys(table: TableReconciliation) -> dict[str, list[list[Any]]]:
+    """Up to :data:`SAMPLE_KEYS` keys of each kind of difference the table has (pure)."""
+    kinds = (
+        ("missing", table.missing_keys),
+        ("extra", table.extra_keys),
+        ("different", table.different_keys),
+        ("duplicate", table.duplicate_keys),
+    )
+    return {kind: [list(k) for k in keys[:SAMPLE_KEYS]] for kind, keys in kinds if keys}
+
+
 def report_rows(report: ReconcileReport, run: str, checked_at: datetime) -> list[dict[str, Any]]:
     """The rows of one report (pure)."""
     rows = []
     for t in report.tables:
-        sample = {
-            kind: [list(k) for k in keys[:SAMPLE_KEYS]]
-            for kind, keys in (
-                ("missing", t.missing_keys),
-                ("extra", t.extra_keys),
-                ("different", t.different_keys),
-                ("duplicate", t.duplicate_keys),
-            )
-            if keys
-        }
+        sample = sample_keys(t)
         rows.append(
             {
                 "source": report.source,

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from cdclake.cli.stack import stack_environment
 from cdclake.connect import KafkaConnectClient
 from cdclake.connectors import load_spec
 from cdclake.lake import LakeConfig
@@ -40,7 +39,7 @@ def airflow_env(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Itera
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_", "AIRFLOW__"))}
     # the stack's connections as AIRFLOW_CONN_* (signal writers, readers, Kafka Connect, Spark); not its
     # airflow.cfg, its metadata database or its Spark pool, which belong to the stack's own Airflow
-    stack_env = stack_environment(stack, connections=True)
+    stack_env = stack.airflow.client_environment(connections=True)
     env.update({k: v for k, v in stack_env.items() if k not in {"AIRFLOW_CONFIG", "CDC_SPARK_POOL"}})
     env.update(
         {

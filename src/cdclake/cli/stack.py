@@ -14,7 +14,6 @@ from rich.console import Console
 from rich.table import Table
 
 from cdclake.stack import Stack, StackConfig
-from cdclake.stack.airflow import stack_connections
 from cdclake.stack.manager import SERVICE_ORDER
 
 app = typer.Typer(
@@ -167,19 +166,5 @@ def env(
     (Admin -> Connections), not in the environment.
     """
     stack = _stack(state_dir)
-    for key, value in stack_environment(stack, connections=connections).items():
+    for key, value in stack.airflow.client_environment(connections=connections).items():
         typer.echo(f"export {key}={shlex.quote(value)}")
-
-
-def stack_environment(stack: Stack, *, connections: bool = False) -> dict[str, str]:
-    """Environment variables that point Airflow and cdclake at the local stack (see :func:`env`)."""
-    airflow = stack.airflow
-    started = airflow.started_environment() or airflow.environment()
-    out = {key: value for key, value in started.items() if key != "PATH"}
-    if connections:
-        for conn_id, fields in stack_connections(stack.config, stack.secrets).items():
-            conn = {k: v for k, v in fields.items() if k != "description"}
-            if "extra" in conn:
-                conn["extra"] = json.loads(conn["extra"])
-            out[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(conn)
-    return out

@@ -232,6 +232,20 @@ class AirflowHome:
         except (FileNotFoundError, ValueError):
             return {}
 
+    def client_environment(self, *, connections: bool = False) -> dict[str, str]:
+        """What points the ``airflow`` command (and cdclake) at this Airflow: the components' environment without
+        ``PATH`` (what ``cdclake stack env`` prints); ``connections`` adds the stack's connections as
+        ``AIRFLOW_CONN_*`` (they hold the signal and reader passwords)."""
+        started = self.started_environment() or self.environment()
+        out = {key: value for key, value in started.items() if key != "PATH"}
+        if connections:
+            for conn_id, fields in stack_connections(self.config, self.secrets).items():
+                conn = {k: v for k, v in fields.items() if k != "description"}
+                if "extra" in conn:
+                    conn["extra"] = json.loads(conn["extra"])
+                out[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(conn)
+        return out
+
     def lake(self) -> LakeConfig:
         """The lake the components write (the one they were started with; before a start, the environment's)."""
         env = self.started_environment() or self.environment()

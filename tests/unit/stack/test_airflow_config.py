@@ -87,3 +87,15 @@ def test_the_connections_of_the_stack(home: AirflowHome) -> None:
     assert (conns["cdc_postgres"]["login"], conns["cdc_postgres_reader"]["login"]) == ("cdc_signal", "cdc_reader")
     assert conns["cdc_mariadb_reader"]["password"] == home.secrets["CDC_MARIADB_READER_PASSWORD"]
     assert conns["cdc_mariadb"]["conn_type"] == "mysql" and conns["cdc_postgres"]["port"] == 15433
+
+
+def test_the_client_environment_adds_the_connections_only_when_asked(home: AirflowHome) -> None:
+    plain = home.client_environment()
+    assert "PATH" not in plain and plain["AIRFLOW_HOME"] == str(home.path)
+    assert not any(key.startswith("AIRFLOW_CONN_") for key in plain)
+    full = home.client_environment(connections=True)
+    conns = {k: json.loads(v) for k, v in full.items() if k.startswith("AIRFLOW_CONN_")}
+    assert set(conns) == {f"AIRFLOW_CONN_{c.upper()}" for c in stack_connections(home.config, home.secrets)}
+    reader = conns["AIRFLOW_CONN_CDC_POSTGRES_READER"]
+    assert (reader["login"], reader["password"]) == ("cdc_reader", home.secrets["CDC_POSTGRES_READER_PASSWORD"])
+    assert isinstance(conns["AIRFLOW_CONN_KAFKA_DEFAULT"]["extra"], dict)

@@ -93,7 +93,7 @@ def session_conf(lake: LakeConfig, extra: Mapping[str, str] | None = None) -> di
 def _preload_lake_client() -> None:
     """Import pyiceberg's catalog and Arrow IO (about 3 s of Python imports) in a background thread.
 
-    The ingestion job reads and writes its ledger through pyiceberg (:mod:`cdclake.ingest.state`); started
+    The ingestion job reads and writes its ledger through pyiceberg (:mod:`cdclake.ingest.ledger`); started
     before the driver JVM, the imports run while the JVM starts, on the core it leaves idle.
     """
 

@@ -4,7 +4,7 @@
 job reaches that point: ``planned`` (ledger row written), ``table:N`` (after the N-th table's commit),
 ``table-partial`` (after the first of an upsert table's two commits: its MERGE, before its append),
 ``before-commit`` (all tables applied, ledger not yet committed), ``after-commit``.
-Unset (always in production), :func:`checkpoint` does nothing.
+Unset (always in production), :func:`crash_point` does nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 FAULT_ENV = "CDC_FAULT_AT"
 
 
-def checkpoint(point: str) -> None:
+def crash_point(point: str) -> None:
     """Exit abruptly if ``CDC_FAULT_AT`` names this point."""
     if os.environ.get(FAULT_ENV) == point:
         sys.stderr.write(f"cdclake: injected crash at {point}\n")

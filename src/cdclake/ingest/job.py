@@ -1,6 +1,6 @@
 """One ingestion batch of one source: plan -> read -> decode -> apply per table -> commit the ledger.
 
-Exactly-once: see :mod:`cdclake.ingest.state`. Each table's last commit of the batch carries ``cdc.batch-id``,
+Exactly-once: see :mod:`cdclake.ingest.ledger`. Each table's last commit of the batch carries ``cdc.batch-id``,
 ``cdc.source``, ``cdc.offsets`` (the batch's offset ranges, JSON) and ``cdc.watermark`` (the greatest
 ``_cdc_position`` of the table in the batch) in its Iceberg snapshot summary (an upsert table may
 commit twice, see :meth:`cdclake.ingest.tables.TableApplier._write_upsert`).
@@ -28,7 +28,7 @@ from cdclake.decode.batch import TableStats
 from cdclake.decode.records import HEADER_TYPE, normalise_records
 from cdclake.exceptions import SchemaEvolutionError
 from cdclake.ingest.config import SourceConfig
-from cdclake.ingest.faults import checkpoint
+from cdclake.ingest.faults import crash_point
 from cdclake.ingest.naming import AUDIT_NAMESPACE, audit_table, table_identifier
 from cdclake.ingest.plan import OffsetRange, TopicPartition, end_offsets, plan_ranges, ranges_to_json, within
 from cdclake.ingest.quarantine import (
@@ -50,7 +50,7 @@ from cdclake.ingest.quarantine import (
 from cdclake.ingest.schema_audit import audit_rows as schema_audit_rows
 from cdclake.ingest.schema_audit import table_ddls, unexplained
 from cdclake.ingest.sources import FrameSampler, RecordSource
-from cdclake.ingest.state import COMMITTED, PLANNED, BatchLedger, BatchRecord, add_missing_columns
+from cdclake.ingest.ledger import COMMITTED, PLANNED, BatchLedger, BatchRecord, add_missing_columns
 from cdclake.ingest.tables import TableApplier, TableResult
 from cdclake.ingest.transactions import (
     TxPlan,
@@ -236,7 +236,7 @@ def run_batch(
     finally:
         if planned is not None:
             planned_at = planned.result()  # raises the commit's error, if any
-            checkpoint("planned")
+            crash_point("planned")
     # the batch's own change rows, without released records (those belong to transactions decided earlier)
     own = (
         {t: f.where(within(ranges, "_cdc_topic", "_cdc_partition", "_cdc_offset")) for t, f in decoded.tables.items()}
@@ -319,7 +319,7 @@ def run_batch(
                 result.decoded = _decoded_ops(summary.counts, table_id)
                 outcomes += [outcome] if outcome else []
                 summary.tables[result.table] = result.as_dict()
-                checkpoint(f"table:{len(summary.tables)}")
+                crash_point(f"table:{len(summary.tables)}")
                 logger.info("source %s batch %s table %s: %s", source.name, batch_id, result.table, result.as_dict())
             for state in releases:
                 if state.table in discards and state.table not in summary.tables:  # no event of its own
@@ -363,10 +363,10 @@ def run_batch(
                 batch_id,
                 redo,
             )
-        checkpoint("before-commit")
+        crash_point("before-commit")
         with timed("commit"):
             ledger.append(BatchRecord(source.name, batch_id, seq, COMMITTED, ranges, next_offsets), summary.as_dict())
-        checkpoint("after-commit")
+        crash_point("after-commit")
     finally:
         decoded.release()
         raw.unpersist()

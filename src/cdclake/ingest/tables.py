@@ -18,7 +18,7 @@ from cdclake.connectors.spec import LakeMode, LakeOptions, PartitionField, Schem
 from cdclake.decode.batch import TableInfo, TableStats
 from cdclake.exceptions import SchemaEvolutionError
 from cdclake.ingest import apply, mongo
-from cdclake.ingest.faults import checkpoint
+from cdclake.ingest.faults import crash_point
 from cdclake.ingest.naming import (
     META_COLUMNS,
     META_NAMES,
@@ -405,7 +405,7 @@ class TableApplier:
             partial = {"cdc.partial-of": props.get("cdc.batch-id", ""), "cdc.step": "update"}
             self._merge_matched(fresh, partial if append else props, data_cols, keep, tag)
             if append:
-                checkpoint("table-partial")
+                crash_point("table-partial")
         if append:
             self._append_rows(fresh.where(~F.col(apply.IN_TARGET) & (F.col("_cdc_op") != "d")), props)
 

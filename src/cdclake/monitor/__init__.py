@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from cdclake.connectors import ConnectorSpec
     from cdclake.ingest.lock import Holder
     from cdclake.ingest.quarantine import QuarantineState
-    from cdclake.ingest.state import BatchRecord
+    from cdclake.ingest.ledger import BatchRecord
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ class LakeMonitor:
 
     def ledger(self, source: str) -> tuple[BatchRecord | None, BatchRecord | None]:
         """(last committed batch, interrupted batch to redo), as the next batch will see them."""
-        from cdclake.ingest.state import BATCHES, BatchLedger
+        from cdclake.ingest.ledger import BATCHES, BatchLedger
 
         if self._table(BATCHES) is None:
             return None, None
@@ -158,7 +158,7 @@ class LakeMonitor:
 
     def batches(self, source: str, last: int = 50) -> list[Batch]:
         """The source's last committed batches, newest first."""
-        from cdclake.ingest.state import BATCHES, COMMITTED, PLANNED
+        from cdclake.ingest.ledger import BATCHES, COMMITTED, PLANNED
 
         rows = self._rows(BATCHES, source)
         planned = {r["batch_id"]: r["recorded_at"] for r in rows if r["status"] == PLANNED}

@@ -6,7 +6,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cdclake.ingest.plan import OffsetRange
-from cdclake.ingest.state import BATCH_COLUMNS, COMMITTED, PLANNED, BatchLedger, BatchRecord
+from cdclake.ingest.ledger import BATCH_COLUMNS, COMMITTED, PLANNED, BatchLedger, BatchRecord
 
 pytestmark = pytest.mark.spark
 

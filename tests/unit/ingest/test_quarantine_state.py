@@ -20,7 +20,7 @@ from cdclake.ingest.quarantine import (
     replaced_suffix,
 )
 from cdclake.ingest.schema import ChangeKind, ColumnChange, parse_changes, unresolved_changes
-from cdclake.ingest.state import BATCH_COLUMNS, BatchRecord, batch_columns, table_count_rows
+from cdclake.ingest.ledger import BATCH_COLUMNS, BatchRecord, batch_columns, table_count_rows
 
 T0 = datetime(2026, 5, 1, 12, 0, 0)
 TABLE = "lake.pg.inventory.items"

@@ -148,7 +148,7 @@ def test_stored_keys_are_merged_new_keys_appended_and_a_redo_after_the_merge_fin
         if point == "table-partial":
             raise SystemExit("injected crash after the MERGE commit")
 
-    monkeypatch.setattr("cdclake.ingest.tables.checkpoint", crash)
+    monkeypatch.setattr("cdclake.ingest.tables.crash_point", crash)
     with pytest.raises(SystemExit):
         ingest(table.take())
     assert rows(spark, prefix) == [(1, "a2", 2)]  # the MERGE committed, the append did not

@@ -105,13 +105,7 @@ class KafkaConnectHook(BaseHook):
         return self.get_conn.validate(connector_class, config)
 
     def validate_or_raise(self, connector_class: str, config: Mapping[str, str], connector: str | None = None) -> None:
-        """See :meth:`KafkaConnectClient.validate_or_raise`.
-
-        Connect's validate endpoint requires ``name`` (the upsert endpoint takes it from the URL), so
-        the connector name is added to the validated config when the config has none.
-        """
-        if connector and "name" not in config:
-            config = {**config, "name": connector}
+        """See :meth:`KafkaConnectClient.validate_or_raise` (which adds ``connector`` as the config's ``name``)."""
         self.get_conn.validate_or_raise(connector_class, config, connector)
 
     def create_or_update(self, name: str, config: Mapping[str, str]) -> UpsertResult:

@@ -7,13 +7,15 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from cdclake.connectors import connect_config, load_spec
+from cdclake.connect import register_connector
+from cdclake.connectors import load_spec
 from cdclake_airflow.hooks.kafka_connect import KafkaConnectHook
 from cdclake_airflow.hooks.source_database import get_database_endpoint
 
 
 class KafkaConnectorUpsertOperator(BaseOperator):
-    """Validate a connector spec's config with Connect, then create or update the connector.
+    """Validate a connector spec's config with Connect, then create or update the connector
+    (:func:`cdclake.connect.register_connector`, named after the spec's ``connect_name``).
 
     The database host/port come from the spec's Airflow connection (``connection_id``, or
     ``database_conn_id``); the password stays a config-provider reference resolved by the worker.
@@ -53,11 +55,8 @@ class KafkaConnectorUpsertOperator(BaseOperator):
             raise ValueError("spec rendered empty; pass a spec name such as 'postgres' or a YAML path")
         spec = load_spec(self.spec, self.spec_dir)
         endpoint = get_database_endpoint(self.database_conn_id or spec.connection_id)
-        config = connect_config(spec, endpoint)
         hook = KafkaConnectHook(kafka_connect_conn_id=self.kafka_connect_conn_id)
-        if self.validate:
-            hook.validate_or_raise(spec.connector_class, config, spec.connect_name)
-        result = hook.create_or_update(spec.connect_name, config)
+        result = register_connector(hook.get_conn, spec, endpoint, validate=self.validate)
         verb = "created" if result.created else "updated"
         self.log.info("Connector %s %s from %s", spec.connect_name, verb, spec.describe())
         return {"connector": spec.connect_name, "created": result.created}

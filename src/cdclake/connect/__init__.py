@@ -1,8 +1,10 @@
-"""Kafka Connect REST API: :class:`KafkaConnectClient` and its typed payload models."""
+"""Kafka Connect: the REST API (:class:`KafkaConnectClient` and its typed payload models) and a connector's
+lifecycle from its spec (:mod:`cdclake.connect.lifecycle`, :func:`register_connector`)."""
 
 from __future__ import annotations
 
 from cdclake.connect.client import DEFAULT_RETRIES, DEFAULT_TIMEOUT, KafkaConnectClient
+from cdclake.connect.lifecycle import ensure_connector, register_connector, wait_running
 from cdclake.connect.masking import mask_config
 from cdclake.connect.models import (
     ConfigValueError,
@@ -29,5 +31,8 @@ __all__ = [
     "UpsertResult",
     "ValidationResult",
     "WorkerState",
+    "ensure_connector",
     "mask_config",
+    "register_connector",
+    "wait_running",
 ]

@@ -236,10 +236,15 @@ class KafkaConnectClient:
     def validate_or_raise(self, connector_class: str, config: Mapping[str, str], connector: str | None = None) -> None:
         """Validate and raise when Connect reports errors.
 
+        Connect's validate endpoint requires ``name`` (the upsert endpoint takes it from the URL), so
+        ``connector`` is added to the validated config as its ``name`` when the config has none.
+
         Raises:
             ConnectorConfigInvalidError: listing ``key: message`` lines.
             ConnectError: on transport failures.
         """
+        if connector and "name" not in config:
+            config = {**config, "name": connector}
         self.validate(connector_class, config).raise_for_errors(connector)
 
     # ---- connectors ----------------------------------------------------------------------------

@@ -1,6 +1,9 @@
-"""A connector's lifecycle outside Airflow (tests, fixture scripts): register it unless it runs, wait until it runs.
+"""A connector's lifecycle on Kafka Connect, from its spec.
 
-Airflow's ``cdc_connectors`` DAG does the same through :class:`~cdclake_airflow.operators.kafka_connect` operators.
+:func:`register_connector` is the one way a spec's connector is registered: Airflow's ``cdc_connectors`` DAG
+(through :class:`~cdclake_airflow.operators.kafka_connect.KafkaConnectorUpsertOperator`), which ``cdclake demo``
+triggers, and :func:`ensure_connector` (tests, fixture scripts) call it. :func:`wait_running` waits until a
+connector runs.
 """
 
 from __future__ import annotations
@@ -8,8 +11,36 @@ from __future__ import annotations
 import time
 
 from cdclake.connect.client import KafkaConnectClient
+from cdclake.connect.models import UpsertResult
 from cdclake.connectors import ConnectorSpec, DatabaseEndpoint, connect_config
 from cdclake.exceptions import ConnectorFailedError
+
+
+def register_connector(
+    client: KafkaConnectClient, spec: ConnectorSpec, endpoint: DatabaseEndpoint, *, validate: bool = True
+) -> UpsertResult:
+    """Validate the spec's generated config with Connect, then create or update the connector.
+
+    The connector is named after ``spec.connect_name``.
+
+    Args:
+        client: the Kafka Connect cluster.
+        spec: the connector spec.
+        endpoint: the database as the Connect worker sees it.
+        validate: call the plugin's validate endpoint first and stop on errors.
+
+    Returns:
+        What Connect did: whether the connector was created or updated, and its stored config.
+
+    Raises:
+        ConnectorConfigInvalidError: when Connect's validation rejects the config (nothing is registered).
+        ConnectError: when Connect rejects or fails the request.
+    """
+    name = spec.connect_name
+    config = connect_config(spec, endpoint)
+    if validate:
+        client.validate_or_raise(spec.connector_class, config, name)
+    return client.create_or_update(name, config)
 
 
 def wait_running(client: KafkaConnectClient, name: str, timeout_s: float = 120.0) -> None:
@@ -32,7 +63,8 @@ def wait_running(client: KafkaConnectClient, name: str, timeout_s: float = 120.0
 
 
 def ensure_connector(client: KafkaConnectClient, spec: ConnectorSpec, endpoint: DatabaseEndpoint) -> str:
-    """Register the spec's connector unless it already runs; resume or restart it when paused or failed.
+    """Register the spec's connector (:func:`register_connector`) unless it already runs; resume or restart it
+    when paused or failed.
 
     Returns:
         What was done: ``running``, ``resumed``, ``restarted`` or ``registered``.
@@ -52,7 +84,5 @@ def ensure_connector(client: KafkaConnectClient, spec: ConnectorSpec, endpoint: 
         if status.is_failed:
             client.restart(name, include_tasks=True, only_failed=True)
             return "restarted"
-    config = connect_config(spec, endpoint)
-    client.validate_or_raise(config["connector.class"], {**config, "name": name}, connector=name)
-    client.create_or_update(name, config)
+    register_connector(client, spec, endpoint)
     return "registered"

@@ -25,8 +25,10 @@ from cdclake_airflow.triggers.kafka_connect import ConnectorRunningTrigger
 
 SPEC_DIR = Path(__file__).resolve().parents[3] / "include" / "connectors"
 HOOK = "cdclake_airflow.hooks.kafka_connect.KafkaConnectHook"
-VALIDATE_PATH = f"{HOOK}.validate_or_raise"
-UPSERT_PATH = f"{HOOK}.create_or_update"
+#: the upsert operator registers through cdclake.connect.register_connector on the hook's client
+CLIENT = "cdclake.connect.client.KafkaConnectClient"
+VALIDATE_PATH = f"{CLIENT}.validate_or_raise"
+UPSERT_PATH = f"{CLIENT}.create_or_update"
 RESTART_PATH = f"{HOOK}.restart"
 STATUS_PATH = f"{HOOK}.status"
 SEND_SIGNAL_PATH = "cdclake_airflow.hooks.debezium_signal.DebeziumSignalHook.send"

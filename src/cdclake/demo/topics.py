@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping, Sequence
 
@@ -9,19 +10,20 @@ from cdclake.connectors import ConnectorSpec
 
 
 def topic_end_offsets(bootstrap: str, topics: Sequence[str]) -> dict[str, int]:
-    """Sum of the partitions' end offsets of each topic (0 for a topic that does not exist yet)."""
-    from confluent_kafka import Consumer, TopicPartition
+    """Sum of the partitions' end offsets of each topic (0 for a topic that does not exist yet).
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cdclake-demo", "log_level": 0})
-    try:
-        metadata = consumer.list_topics(timeout=10)
-        out: dict[str, int] = {}
-        for topic in topics:
-            parts = metadata.topics[topic].partitions if topic in metadata.topics else {}
-            out[topic] = sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts)
-        return out
-    finally:
-        consumer.close()
+    Read by :meth:`cdclake.ingest.sources.KafkaRecordSource.watermarks`, the offsets a batch plans from.
+
+    Raises:
+        RecordSourceError: when Kafka cannot be reached.
+    """
+    from cdclake.ingest.sources import KafkaRecordSource
+
+    _, latest = KafkaRecordSource(bootstrap, [re.escape(t) for t in topics]).watermarks(timeout_s=10.0)
+    out = dict.fromkeys(topics, 0)
+    for (topic, _partition), end in latest.items():
+        out[topic] += end
+    return out
 
 
 def wait_for_records(bootstrap: str, at_least: Mapping[str, int], timeout_s: float = 120.0) -> dict[str, int]:

@@ -34,7 +34,7 @@ from pyspark.sql import types as T
 from cdclake.decode import ConnectSchemaSource, DecodeOptions, decode_records
 from cdclake.decode.connect import plan_row
 from cdclake.decode.reference import encode_unscaled
-from cdclake.ingest.plan import OffsetRange
+from cdclake.ingest.offsets import OffsetRange
 from cdclake.ingest.sources import FrameSampler
 from cdclake.lake import LakeConfig
 from cdclake.spark import build_spark_session

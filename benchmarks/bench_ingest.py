@@ -155,8 +155,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from cdclake.decode.records import records_from_dicts
+    from cdclake.ingest.batch import run_batch
     from cdclake.ingest.config import SourceConfig
-    from cdclake.ingest.job import run_batch
     from cdclake.ingest.sources import FrameRecordSource, KafkaRecordSource, source_topic_patterns
     from cdclake.lake import LakeConfig
     from cdclake.spark import build_spark_session

@@ -12,9 +12,10 @@ from typing import Any
 from airflow.sdk import Asset, BaseHook
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from cdclake.assets import table_identifier
 from cdclake.connectors import ConnectorKind, ConnectorSpec, load_spec, load_specs
 from cdclake.exceptions import ConnectError, ConnectorFailedError
+from cdclake.ingest.summary import SOURCE_BUSY
+from cdclake.lake.names import spec_table_identifier
 from cdclake.orchestration import (
     SnapshotRequest,
     comparable,
@@ -26,7 +27,6 @@ from cdclake.orchestration import (
     row_count_query,
     select_specs,
 )
-from cdclake.orchestration.summary import SOURCE_BUSY
 from cdclake_airflow.connections import connection_defined
 from cdclake_airflow.hooks.debezium_signal import DebeziumSignalHook
 from cdclake_airflow.hooks.kafka_connect import KafkaConnectHook
@@ -218,7 +218,7 @@ def compare_snapshot_counts(
         return {"compared": {}, "skipped": list(data_collections)}
     counts: dict[str, tuple[int, int]] = {}
     for table in tables:
-        identifier = table_identifier(spec, table)
+        identifier = spec_table_identifier(spec, table)
         lake = lake_row_count(identifier)
         counts[table] = (source_counts[table], lake or 0)
         log.info("%s: source %s row(s), lake %s (%s)", table, source_counts[table], lake, identifier)

@@ -6,25 +6,25 @@ consumers (``schedule=``) always agree on the identity ``(name, uri)``.
 
 Naming:
 
-* Iceberg identifier (Spark, with catalog): ``lake.<topic_prefix>.<schema-or-db>.<table>``
-  (:func:`table_identifier`); the namespace has two levels, ``<topic_prefix>.<schema-or-db>``.
-  For Informix the owner takes the place of the schema, as in the topic name.
-* Asset name: the identifier (``lake.pg.inventory.customers``).
+* Asset name: the table's Iceberg identifier with catalog (``lake.pg.inventory.customers``, see
+  :mod:`cdclake.lake.names`).
 * Asset URI: ``iceberg://lake/<topic_prefix>.<schema-or-db>/<table>``.
 * Asset group: ``iceberg``.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from cdclake.connectors import ConnectorKind, ConnectorSpec
 from cdclake.lake.catalog import CATALOG_NAME
+from cdclake.lake.names import catalog_identifier, spec_table_identifier
+
+if TYPE_CHECKING:
+    from cdclake.connectors import ConnectorSpec
 
 ASSET_URI_SCHEME = "iceberg"
 ASSET_GROUP = "iceberg"
-_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 
 
 @dataclass(frozen=True)
@@ -42,33 +42,6 @@ class AssetRef:
     uri: str
     group: str = ASSET_GROUP
     extra: dict[str, str] = field(default_factory=dict)
-
-
-def _part(name: str) -> str:
-    return _UNSAFE.sub("_", name)
-
-
-def table_identifier(spec: ConnectorSpec, data_collection: str) -> str:
-    """Iceberg identifier (with catalog) of a captured table: ``lake.<prefix>.<schema-or-db>.<table>``.
-
-    The same rule as the ingestion job (:mod:`cdclake.ingest.naming`): the topic prefix, the schema
-    (or database; the owner for Informix, whose database is dropped as in its topic names) and the
-    table, each with characters outside ``[A-Za-z0-9_]`` replaced by ``_``.
-
-    Raises:
-        KeyError: when the spec does not capture ``data_collection``.
-    """
-    spec.table(data_collection)  # raises KeyError naming the spec's tables
-    parts = data_collection.split(".")
-    if spec.connector is ConnectorKind.INFORMIX and len(parts) == 3:
-        parts = parts[1:]
-    return ".".join((CATALOG_NAME, _part(spec.topic_prefix), *(_part(p) for p in parts)))
-
-
-def catalog_identifier(identifier: str) -> str:
-    """The identifier without the catalog (what pyiceberg's ``load_table`` and Iceberg procedures take)."""
-    prefix = f"{CATALOG_NAME}."
-    return identifier[len(prefix) :] if identifier.startswith(prefix) else identifier
 
 
 def asset_uri(identifier: str) -> str:
@@ -89,7 +62,7 @@ def iceberg_table_asset(spec: ConnectorSpec, data_collection: str) -> AssetRef:
     Raises:
         KeyError: when the spec does not capture ``data_collection``.
     """
-    identifier = table_identifier(spec, data_collection)
+    identifier = spec_table_identifier(spec, data_collection)
     return AssetRef(
         name=identifier,
         uri=asset_uri(identifier),

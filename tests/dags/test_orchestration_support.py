@@ -11,7 +11,8 @@ from unittest import mock
 
 import pytest
 
-from cdclake.assets import asset_uri, catalog_identifier, iceberg_table_asset, table_identifier
+from cdclake.assets import asset_uri, iceberg_table_asset
+from cdclake.lake.names import catalog_identifier, spec_table_identifier, table_identifier
 from cdclake.connect import ConnectorStatus
 from cdclake.connectors import load_specs
 from cdclake.exceptions import ConfigError, ConnectorFailedError
@@ -64,25 +65,24 @@ def test_asset_names_follow_the_lake_identifiers(spec: str, table: str, identifi
     ref = iceberg_table_asset(SPECS[spec], table)
     assert (ref.name, ref.uri, ref.group) == (identifier, uri, "iceberg")
     assert ref.extra == {"source": spec, "data_collection": table, "topic": SPECS[spec].topic_for(table)}
-    assert table_identifier(SPECS[spec], table) == identifier
+    assert spec_table_identifier(SPECS[spec], table) == identifier
     assert asset_uri(identifier) == uri
     assert catalog_identifier(identifier) == identifier.removeprefix("lake.")
 
 
 def test_asset_identifiers_match_the_ingestion_job_naming() -> None:
-    naming = pytest.importorskip("cdclake.ingest.naming")
     from cdclake.decode.options import TableId
 
     for spec in SPECS.values():
         for table in spec.table_names:
             namespace, name = table.split(".")[-2:]  # Informix: owner.table of db.owner.table
-            expected = naming.table_identifier(TableId(server=spec.topic_prefix, namespace=namespace, table=name))
-            assert table_identifier(spec, table) == expected
+            expected = table_identifier(TableId(server=spec.topic_prefix, namespace=namespace, table=name))
+            assert spec_table_identifier(spec, table) == expected
 
 
 def test_unknown_tables_have_no_asset() -> None:
     with pytest.raises(KeyError, match="inventory.nope"):
-        table_identifier(PG, "inventory.nope")
+        spec_table_identifier(PG, "inventory.nope")
     with pytest.raises(ValueError, match="namespaced"):
         asset_uri("lake.t")
 

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from cdclake.decode.records import normalise_records
 from cdclake.exceptions import RecordSourceError
-from cdclake.ingest.plan import OffsetRange
+from cdclake.ingest.offsets import OffsetRange
 from cdclake.ingest.sources import KafkaRecordSource
 
 pytestmark = [pytest.mark.integration("stack"), pytest.mark.spark]

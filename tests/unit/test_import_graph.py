@@ -1,6 +1,8 @@
 """The import graph of ``src/cdclake`` (read from the source with ``ast``, function-level imports included).
 
-* no module imports itself through others (no cycle);
+* no module imports itself through others (no cycle), and no package does (no cycle between packages);
+* every package belongs to a layer of :data:`LAYERS` (docs/architecture.md) and imports only from its own
+  layer or the ones below it;
 * the domain package never imports Airflow, and only ``cdclake.cli`` imports typer and rich;
 * nothing in the domain package imports the CLI or the plugins.
 """
@@ -25,6 +27,20 @@ def _modules() -> dict[str, Path]:
 
 
 MODULES = _modules()
+
+#: The layers of ``src/cdclake``, bottom first, as docs/architecture.md draws them: the top-level modules and
+#: packages of each (``cdclake`` is the package's own ``__init__``).
+LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("foundation", frozenset({"cdclake", "exceptions", "typedef", "paths", "settings"})),
+    ("vocabulary", frozenset({"debezium", "dialects", "connectors"})),
+    ("engines", frozenset({"decode", "lake", "spark", "cds", "cds_warmup", "connect", "signals", "capture", "assets"})),
+    ("ingestion", frozenset({"ingest"})),
+    ("orchestration", frozenset({"orchestration"})),
+    ("local stack", frozenset({"stack"})),
+    ("sources and checks", frozenset({"databases", "reconcile", "monitor"})),
+    ("demo", frozenset({"demo"})),
+    ("cli", frozenset({"cli"})),
+)
 
 
 def _owner(name: str) -> str | None:
@@ -72,10 +88,49 @@ def _cycle_through(graph: dict[str, set[str]], start: str) -> list[str] | None:
     return None
 
 
+def _package(module: str) -> str:
+    """``cdclake.ingest.batch.plan`` -> ``ingest``; ``cdclake`` -> ``cdclake``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _layer(module: str) -> int:
+    package = _package(module)
+    for index, (_, members) in enumerate(LAYERS):
+        if package in members:
+            return index
+    raise AssertionError(f"{package} ({module}) is in no layer of LAYERS: add it there and to docs/architecture.md")
+
+
 def test_the_graph_is_read_from_the_source() -> None:
     graph = _internal_graph()
-    assert "cdclake.decode" in graph["cdclake.ingest.job"] and "cdclake.decode.batch" in graph["cdclake.ingest.job"]
+    assert "cdclake.decode" in graph["cdclake.ingest.batch.decode"]
     assert "cdclake.cds" in graph["cdclake.spark"]  # a function-level import counts
+
+
+def test_every_package_is_in_one_layer() -> None:
+    members = [package for _, packages in LAYERS for package in packages]
+    assert len(members) == len(set(members))
+    assert {_package(m) for m in MODULES} == set(members)
+
+
+def test_no_layer_imports_one_above_it() -> None:
+    graph = _internal_graph()
+    upward = [
+        f"{m} ({LAYERS[_layer(m)][0]}) imports {d} ({LAYERS[_layer(d)][0]})"
+        for m in sorted(graph)
+        for d in sorted(graph[m])
+        if _layer(d) > _layer(m)
+    ]
+    assert upward == []
+
+
+def test_no_package_imports_itself_through_others() -> None:
+    graph: dict[str, set[str]] = {}
+    for module, deps in _internal_graph().items():
+        graph.setdefault(_package(module), set()).update(_package(d) for d in deps if _package(d) != _package(module))
+    cycles = [" -> ".join(cycle) for p in sorted(graph) if (cycle := _cycle_through(graph, p))]
+    assert cycles == []
 
 
 def test_no_module_imports_itself_through_others() -> None:

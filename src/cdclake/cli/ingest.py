@@ -14,7 +14,7 @@ from cdclake.ingest.lock import DEFAULT_WAIT_S
 from cdclake.lake import LakeConfig
 
 if TYPE_CHECKING:
-    from cdclake.ingest.job import BatchSummary
+    from cdclake.ingest.summary import BatchSummary
 
 console = Console(stderr=True)
 LockWait = typer.Option(

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from cdclake.assets import catalog_identifier, table_identifier
+from cdclake.lake.names import catalog_identifier, spec_table_identifier
 from cdclake.connectors import ConnectorSpec, load_spec
 from cdclake.demo.database import app_sql, apply_demo_schema
 from cdclake.demo.workload import DEMO_ID_BASE, ShopWorkload, StepResult
@@ -236,7 +236,7 @@ class _Demo:
             for source in list(waiting):
                 spec = self.specs[source]
                 workload = self.workloads[source]
-                ident = catalog_identifier(table_identifier(spec, workload.customers))
+                ident = catalog_identifier(spec_table_identifier(spec, workload.customers))
                 marker = None
                 if catalog.table_exists(ident):
                     found = catalog.load_table(ident).scan(
@@ -309,7 +309,7 @@ class _Demo:
             spec = self.specs[source]
             for table in SHOP_TABLES:
                 name = next(t for t in spec.table_names if t.endswith("." + table))
-                ident = catalog_identifier(table_identifier(spec, name))
+                ident = catalog_identifier(spec_table_identifier(spec, name))
                 if not catalog.table_exists(ident):
                     continue
                 column = "order_id" if table == "order_items" else "id"

@@ -5,15 +5,15 @@ Every batch writes two rows: ``planned`` (its exact offset ranges, before any ta
 at the ``next_offsets`` of the last committed row; a ``planned`` row without its ``committed`` row
 is a batch interrupted by a crash, and the next run redoes exactly those ranges.
 
-The job reads and writes the ledger through pyiceberg, on the same catalog as its Spark session: a few
-rows, read and appended in tens of milliseconds, where a Spark query and an Iceberg write from Spark
-cost seconds of every batch (docs/benchmarks.md). Each row is its own Iceberg commit, as before.
+The job reads and writes the ledger through pyiceberg, on the same catalog as its Spark session
+(:mod:`cdclake.lake.rows`): a few rows, where a Spark query and an Iceberg write from Spark would cost a
+query plan and a job each. Each row is its own Iceberg commit.
 
-Besides the summary JSON (kept for compatibility), the ``committed`` row carries typed columns
-(:data:`BATCH_COLUMNS`): records and dead letters, the offset range of every topic-partition, per
-table and op the events decoded / held (incomplete transactions) / applied / skipped (stale) /
-quarantined / dead-lettered, transaction counts and seconds per phase. A ledger created before they
-existed gets them on first use (:func:`add_missing_columns`).
+Besides the summary JSON (:class:`cdclake.ingest.summary.BatchSummary`), the ``committed`` row carries
+typed columns (:data:`BATCH_COLUMNS`): records and dead letters, the offset range of every topic-partition,
+per table and op the events decoded / held (incomplete transactions) / applied / skipped (stale) /
+quarantined / dead-lettered, transaction counts and seconds per phase. A ledger that lacks one of them
+gets it on first use (:func:`add_missing_columns`).
 """
 
 from __future__ import annotations
@@ -25,16 +25,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from cdclake.ingest.naming import audit_table
-from cdclake.ingest.plan import OffsetRange, TopicPartition, ranges_from_json, ranges_to_json
+from cdclake.ingest.offsets import OffsetRange, TopicPartition, ranges_from_json, ranges_to_json
+from cdclake.lake import audit
 from cdclake.lake import rows as lake_rows
 from cdclake.lake.catalog import LakeConfig
+from cdclake.lake.names import audit_table
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
-BATCHES = "batches"
+BATCHES = audit.BATCHES
 PLANNED = "planned"
 COMMITTED = "committed"
 
@@ -130,7 +131,7 @@ def _offsets_from_json(text: str | None) -> dict[TopicPartition, int]:
 
 
 def add_missing_columns(spark: SparkSession, table: str, columns: Sequence[tuple[str, str]]) -> list[str]:
-    """Add the ``(name, Spark SQL type)`` columns ``table`` lacks (audit tables of older lakes); returns their names."""
+    """Add the ``(name, Spark SQL type)`` columns ``table`` lacks (a ledger that lacks them); returns their names."""
     present = {f.name for f in spark.table(table).schema.fields}
     missing = [(n, t) for n, t in columns if n not in present]
     if missing:

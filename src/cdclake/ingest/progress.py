@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from cdclake.ingest.plan import TopicPartition
+from cdclake.ingest.offsets import TopicPartition
 from cdclake.lake.catalog import LakeConfig
 
 

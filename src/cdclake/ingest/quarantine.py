@@ -42,10 +42,10 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from cdclake.exceptions import QuarantineReleaseError
-from cdclake.ingest.naming import AUDIT_NAMESPACE, audit_table
-from cdclake.ingest.plan import OffsetRange, within
+from cdclake.ingest.offsets import OffsetRange, within
 from cdclake.ingest.schema import ChangeKind, parse_changes, unresolved_changes
-from cdclake.lake.catalog import CATALOG_NAME
+from cdclake.lake import audit
+from cdclake.lake.names import AUDIT_NAMESPACE, audit_table, with_catalog
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -54,26 +54,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-QUARANTINE = "quarantine"
-RELEASES = "quarantine_releases"
+QUARANTINE = audit.QUARANTINE.name
+RELEASES = audit.RELEASES.name
 #: Suffix of the name a ``recreate`` release gives the old table (plus the batch id).
 REPLACED_SUFFIX = "__cdc_replaced_"
 
-#: Held records: the raw Kafka record (key, value, timestamp, headers) and why its table is quarantined.
-#: ``timestamp`` and ``headers`` were added later (older lakes get them on first use, null in old rows).
-QUARANTINE_DDL = """CREATE TABLE IF NOT EXISTS {name} (
-  source STRING, batch_id STRING, `table` STRING, topic STRING, `partition` INT, `offset` BIGINT,
-  key STRING, value STRING, reason STRING, recorded_at TIMESTAMP, timestamp TIMESTAMP,
-  headers ARRAY<STRUCT<key: STRING, value: BINARY>>
-) USING iceberg TBLPROPERTIES ('format-version'='2')"""
-QUARANTINE_ADDED_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("timestamp", "TIMESTAMP"),
-    ("headers", "ARRAY<STRUCT<key: STRING, value: BINARY>>"),
-)
-RELEASES_DDL = """CREATE TABLE IF NOT EXISTS {name} (
-  source STRING, `table` STRING, release_id STRING, action STRING, status STRING, batch_id STRING,
-  records BIGINT, released_batches ARRAY<STRING>, detail STRING, recorded_at TIMESTAMP
-) USING iceberg TBLPROPERTIES ('format-version'='2')"""
 
 
 class ReleaseAction(StrEnum):
@@ -234,11 +219,6 @@ def quarantine_states(
     return states
 
 
-def lake_identifier(table: str) -> str:
-    """``lake.<prefix>.<schema-or-db>.<table>`` from a name with or without the catalog."""
-    return table if table.startswith(f"{CATALOG_NAME}.") else f"{CATALOG_NAME}.{table}"
-
-
 def find_state(
     states: Mapping[tuple[str, str], QuarantineState], table: str, source: str | None = None
 ) -> QuarantineState:
@@ -248,7 +228,7 @@ def find_state(
         QuarantineReleaseError: when the table is not quarantined, or is held for several sources
             and ``source`` is not given.
     """
-    identifier = lake_identifier(table)
+    identifier = with_catalog(table)
     found = [s for (src, t), s in states.items() if t == identifier and (source is None or src == source)]
     if not found:
         quarantined = ", ".join(sorted({t for _, t in states})) or "none"

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 
 from cdclake.connectors import load_spec
 from cdclake.exceptions import ConfigError
+from cdclake.ingest.batch import run_batch
 from cdclake.ingest.config import SourceConfig
-from cdclake.ingest.job import BatchSummary, run_batch
 from cdclake.ingest.lock import DEFAULT_WAIT_S, source_lock
 from cdclake.ingest.sources import KafkaRecordSource, RecordSource, ReplayRecordSource, source_topic_patterns
+from cdclake.ingest.summary import SOURCE_BUSY, BatchSummary
 from cdclake.ingest.transactions import record_clock
 from cdclake.lake import rows as lake_rows
-from cdclake.orchestration.summary import SOURCE_BUSY
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cdclake.exceptions import ConfigError, RecordSourceError
-from cdclake.ingest.plan import OffsetRange, TopicPartition, within
+from cdclake.ingest.offsets import OffsetRange, TopicPartition, within
 from cdclake.spark import temporary_conf
 
 if TYPE_CHECKING:
@@ -215,8 +215,8 @@ class KafkaSampler:
     """Single-record Kafka reads within a batch's ranges (:class:`cdclake.decode.RecordSampler`).
 
     The driver reads the few records itself (:meth:`KafkaRecordSource.fetch`) and hands them to Spark as a
-    local relation: no Spark job, no executor-side Kafka consumer (a Spark Kafka read of a few records
-    took 1.3 s of a 1M-event batch, and a few seconds of every small one, docs/benchmarks.md).
+    local relation: no Spark job, no executor-side Kafka consumer (whose start costs more than the read of
+    a few records).
     """
 
     def __init__(self, source: KafkaRecordSource, spark: SparkSession, ranges: Sequence[OffsetRange]) -> None:

@@ -7,7 +7,6 @@ import logging
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Observation
@@ -19,16 +18,10 @@ from cdclake.decode.batch import TableInfo, TableStats
 from cdclake.exceptions import SchemaEvolutionError
 from cdclake.ingest import apply, mongo
 from cdclake.ingest.faults import crash_point
-from cdclake.ingest.naming import (
-    META_COLUMNS,
-    META_NAMES,
-    TOMBSTONE_SUFFIX,
-    quote,
-    sql_name,
-    table_identifier,
-    table_parts,
-)
+from cdclake.ingest.naming import META_COLUMNS, META_NAMES
 from cdclake.ingest.schema import create_table_ddl, plan_evolution, spark_sql_type, storable
+from cdclake.ingest.summary import TableResult
+from cdclake.lake.names import TOMBSTONE_SUFFIX, quote, sql_name, table_identifier, table_parts
 from cdclake.spark import temporary_conf
 
 if TYPE_CHECKING:
@@ -64,54 +57,6 @@ def snapshot_properties(spark: SparkSession, props: dict[str, str]) -> Iterator[
     """Put ``props`` into the summary of every Iceberg commit made inside the block."""
     with temporary_conf(spark, {SNAPSHOT_PROPERTY + key: value for key, value in props.items()}):
         yield
-
-
-@dataclass
-class TableResult:
-    """What happened to one table in one batch."""
-
-    table: str
-    mode: str
-    events: dict[str, int] = field(default_factory=dict)
-    applied: int = 0
-    skipped_stale: int = 0
-    already_applied: bool = False
-    quarantined: str | None = None
-    schema_changes: list[str] = field(default_factory=list)
-    watermark: list[int] | None = None
-    applied_by_op: dict[str, int] = field(default_factory=dict)
-    skipped_by_op: dict[str, int] = field(default_factory=dict)
-    decoded: dict[str, int] = field(default_factory=dict)
-    dead_lettered: int = 0
-    released: dict[str, Any] | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        out = {
-            "mode": self.mode,
-            "events": self.events,
-            "applied": self.applied,
-            "skipped": self.skipped_stale,
-            "already_applied": self.already_applied,
-            "quarantined": self.quarantined,
-            "schema_changes": self.schema_changes,
-            "watermark": self.watermark,
-            "decoded": self.decoded,
-            "applied_by_op": self.applied_by_op,
-            "skipped_by_op": self.skipped_by_op,
-            "dead_lettered": self.dead_lettered,
-        }
-        if self.released is not None:
-            out["released"] = self.released
-        return out
-
-
-def _count_ops(result: TableResult, counts: dict[tuple[str, bool], int]) -> None:
-    """Applied and skipped (stale) events, per op and in total, from ``{(op, stale): n}``."""
-    for (op, stale), n in sorted(counts.items()):
-        target = result.skipped_by_op if stale else result.applied_by_op
-        target[op] = target.get(op, 0) + n
-    result.skipped_stale = sum(result.skipped_by_op.values())
-    result.applied = sum(result.applied_by_op.values())
 
 
 class TableApplier:
@@ -359,7 +304,7 @@ class TableApplier:
             counts: dict[tuple[str, bool], int] = {}
             for (op, stale, _), n in split.items():
                 counts[(op, stale)] = counts.get((op, stale), 0) + n
-            _count_ops(result, counts)
+            result.count_ops(counts)
             fresh = marked.where(~F.col(apply.STALE)).drop(apply.STALE)
             tag = abs(hash(self.name))
             if counts.get(("d", False)):
@@ -450,7 +395,7 @@ class TableApplier:
             (r["_cdc_op"], r[apply.STALE]): int(r["count"])
             for r in marked.groupBy("_cdc_op", apply.STALE).count().collect()
         }
-        _count_ops(result, counts)
+        result.count_ops(counts)
         fresh = marked.where(~F.col(apply.STALE)).drop(apply.STALE)
         current = table.where("_cdc_is_current").select(*key_cols, *[F.col(f"`{c}`") for c in stats.keep])
         versions = apply.scd2_versions(fresh, current, keys, data_cols, stats.keep).localCheckpoint(eager=True)

@@ -38,7 +38,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from cdclake.ingest.plan import TopicPartition
+from cdclake.ingest.offsets import TopicPartition
 
 SPLIT_ID_CONNECTORS = ("postgresql", "informix")
 #: Connectors whose TRUNCATE is a transaction of its own without an END event (see the module docstring).

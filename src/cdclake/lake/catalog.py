@@ -9,28 +9,25 @@ Two kinds, chosen by configuration only:
 * ``rest``: an Iceberg REST catalog (``CDC_LAKE_URI``) with its warehouse, optionally on S3-compatible
   object storage (``CDC_LAKE_S3_ENDPOINT`` etc.).
 
-Environment variables: ``CDC_LAKE_KIND`` (``embedded`` | ``rest``), ``CDC_LAKE_DIR``, ``CDC_LAKE_URI``,
-``CDC_LAKE_WAREHOUSE``, ``CDC_LAKE_S3_ENDPOINT``, ``CDC_LAKE_S3_ACCESS_KEY_ID``,
+Environment variables (read by :mod:`cdclake.settings`): ``CDC_LAKE_KIND`` (``embedded`` | ``rest``),
+``CDC_LAKE_DIR``, ``CDC_LAKE_URI``, ``CDC_LAKE_WAREHOUSE``, ``CDC_LAKE_S3_ENDPOINT``, ``CDC_LAKE_S3_ACCESS_KEY_ID``,
 ``CDC_LAKE_S3_SECRET_ACCESS_KEY``, ``CDC_LAKE_S3_REGION``.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from cdclake.exceptions import ConfigError
 from cdclake.paths import lake_dir
+from cdclake.settings import LakeKind, Settings, settings
 
 CATALOG_NAME = "lake"
 #: The namespace of the lake's audit tables (ledger, locks, transactions, dead letters, ...).
 AUDIT_NAMESPACE = "cdc_audit"
-LAKE_KIND_ENV = "CDC_LAKE_KIND"
-LakeKind = Literal["embedded", "rest"]
 
 
 def unquote(name: str) -> tuple[str, ...]:
@@ -65,32 +62,37 @@ class LakeConfig:
 
     @classmethod
     def from_env(cls, root: Path | str | None = None) -> LakeConfig:
-        """Build the configuration from ``CDC_LAKE_*`` variables; ``root`` overrides ``CDC_LAKE_DIR``.
+        """The lake of this process's ``CDC_LAKE_*`` variables (:meth:`from_settings` of :func:`cdclake.settings.settings`).
 
         Raises:
-            ConfigError: on an unknown kind, or a REST lake without ``CDC_LAKE_URI``.
+            ConfigError: on a variable that does not parse, or a REST lake without ``CDC_LAKE_URI``.
         """
-        kind = os.environ.get(LAKE_KIND_ENV, "embedded")
-        if kind == "embedded":
-            return cls.embedded(root)
-        if kind != "rest":
-            raise ConfigError(f"{LAKE_KIND_ENV}={kind!r} is not a lake kind; use 'embedded' or 'rest'")
-        uri = os.environ.get("CDC_LAKE_URI")
-        if not uri:
+        return cls.from_settings(settings(), root)
+
+    @classmethod
+    def from_settings(cls, config: Settings, root: Path | str | None = None) -> LakeConfig:
+        """The lake of ``CDC_LAKE_*`` settings; ``root`` overrides ``CDC_LAKE_DIR``.
+
+        Raises:
+            ConfigError: on a REST lake without ``CDC_LAKE_URI``.
+        """
+        if config.lake_kind == "embedded":
+            return cls.embedded(root or lake_dir(config))
+        if not config.lake_uri:
             raise ConfigError("CDC_LAKE_URI must be set to the REST catalog URL when CDC_LAKE_KIND=rest")
         s3 = {
-            key: os.environ[env]
-            for key, env in (
-                ("s3.endpoint", "CDC_LAKE_S3_ENDPOINT"),
-                ("s3.access-key-id", "CDC_LAKE_S3_ACCESS_KEY_ID"),
-                ("s3.secret-access-key", "CDC_LAKE_S3_SECRET_ACCESS_KEY"),
-                ("s3.region", "CDC_LAKE_S3_REGION"),
+            key: value
+            for key, value in (
+                ("s3.endpoint", config.lake_s3_endpoint),
+                ("s3.access-key-id", config.lake_s3_access_key_id),
+                ("s3.secret-access-key", config.lake_s3_secret_access_key),
+                ("s3.region", config.lake_s3_region),
             )
-            if os.environ.get(env)
+            if value
         }
         if s3:
             s3["s3.path-style-access"] = "true"
-        return cls(kind="rest", uri=uri, warehouse=os.environ.get("CDC_LAKE_WAREHOUSE"), s3=s3)
+        return cls(kind="rest", uri=config.lake_uri, warehouse=config.lake_warehouse, s3=s3)
 
     @classmethod
     def from_spark_conf(cls, conf: Mapping[str, str]) -> LakeConfig:

@@ -19,7 +19,7 @@ maintenance, every commit rewrites a longer snapshot list and every read of the 
 They get :func:`audit_policy` (append-only: no position deletes, no tombstones).
 
 Upsert tables also have a side table of delete tombstones (``<table>__cdc_deletes``, see
-:mod:`cdclake.ingest.naming`): :func:`tombstone_calls` deletes the tombstones recorded (``_cdc_deleted_at``,
+:mod:`cdclake.lake.names`): :func:`tombstone_calls` deletes the tombstones recorded (``_cdc_deleted_at``,
 the ingest time of the delete) more than ``tombstone_retention_days`` ago, counting them first; the side
 table then gets the same procedures as its table.
 """
@@ -32,12 +32,11 @@ from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from cdclake.assets import catalog_identifier
 from cdclake.connectors import LakeMode, LakeOptions
 from cdclake.connectors.spec import TOMBSTONE_RETENTION_DAYS_DEFAULT
 from cdclake.exceptions import ConfigError
-from cdclake.ingest.naming import AUDIT_NAMESPACE, TOMBSTONE_SUFFIX
 from cdclake.lake.catalog import CATALOG_NAME
+from cdclake.lake.names import AUDIT_NAMESPACE, catalog_identifier, tombstone_identifier
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -271,11 +270,6 @@ def maintenance_calls(
             )
         )
     return calls
-
-
-def tombstone_identifier(identifier: str) -> str:
-    """``lake.<prefix>.<schema>.<table>__cdc_deletes``: the side table of an upsert table's delete tombstones."""
-    return f"{CATALOG_NAME}.{catalog_identifier(identifier)}{TOMBSTONE_SUFFIX}"
 
 
 def tombstone_calls(

@@ -1,5 +1,5 @@
 """Pure helpers behind the Airflow DAGs (no Airflow import): spec selection, job arguments,
-ingest summaries, snapshot requests and checks, connector health.
+snapshot requests and checks, connector health.
 
 The DAGs in ``dags/`` and the adapters in ``plugins/cdclake_airflow`` call these; everything here is
 unit-testable without Airflow, Kafka or Spark.
@@ -7,6 +7,7 @@ unit-testable without Airflow, Kafka or Spark.
 
 from __future__ import annotations
 
+from cdclake.ingest.summary import IngestSummary, load_summary
 from cdclake.orchestration.health import connector_health_problems
 from cdclake.orchestration.jobs import JOBS_DIR, job_application, job_arguments, run_file
 from cdclake.orchestration.selection import select_specs, spec_names
@@ -18,13 +19,11 @@ from cdclake.orchestration.snapshot import (
     reader_conn_id,
     row_count_query,
 )
-from cdclake.orchestration.summary import IngestSummary, TableResult, load_summary
 
 __all__ = [
     "JOBS_DIR",
     "IngestSummary",
     "SnapshotRequest",
-    "TableResult",
     "comparable",
     "connector_health_problems",
     "count_mismatches",

@@ -132,7 +132,7 @@ def lake_row_count(identifier: str, lake: Any = None) -> int | None:
     from pyiceberg.catalog import load_catalog
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
-    from cdclake.assets import catalog_identifier
+    from cdclake.lake.names import catalog_identifier
     from cdclake.lake import LakeConfig
 
     config = lake or LakeConfig.from_env()

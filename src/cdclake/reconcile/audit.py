@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from cdclake.lake import audit
 from cdclake.lake.catalog import AUDIT_NAMESPACE
 from cdclake.reconcile.source import ReconcileReport, TableReconciliation
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
 
-RECONCILIATION = "reconciliation"
+RECONCILIATION = audit.RECONCILIATION
 SAMPLE_KEYS = 10
 
 

@@ -10,9 +10,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cdclake.decode.records import records_from_dicts
+from cdclake.ingest.batch import run_batch
 from cdclake.ingest.config import SourceConfig
-from cdclake.ingest.job import BatchSummary, run_batch
 from cdclake.ingest.sources import FrameRecordSource, source_topic_patterns
+from cdclake.ingest.summary import BatchSummary
 
 from .events import PgTable
 

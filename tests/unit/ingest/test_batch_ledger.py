@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import SparkSession
 
-from cdclake.ingest.plan import OffsetRange
+from cdclake.ingest.offsets import OffsetRange
 from cdclake.ingest.ledger import BATCH_COLUMNS, COMMITTED, PLANNED, BatchLedger, BatchRecord
 
 pytestmark = pytest.mark.spark

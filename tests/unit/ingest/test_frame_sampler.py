@@ -6,7 +6,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from cdclake.decode import records_from_dicts
-from cdclake.ingest.plan import OffsetRange
+from cdclake.ingest.offsets import OffsetRange
 from cdclake.ingest.sources import FrameSampler, spread_points
 
 pytestmark = pytest.mark.spark

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from cdclake.exceptions import QuarantineReleaseError
-from cdclake.ingest.plan import OffsetRange
+from cdclake.ingest.offsets import OffsetRange
 from cdclake.ingest.quarantine import (
     HeldBatch,
     QuarantineState,

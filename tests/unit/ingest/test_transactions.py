@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cdclake.ingest.config import SourceConfig
-from cdclake.ingest.plan import OffsetRange, end_offsets
+from cdclake.ingest.offsets import OffsetRange, end_offsets
 from cdclake.ingest.runner import replay_files
 from cdclake.ingest.transactions import TxInfo, TxStatus, decide, tx_key_py
 

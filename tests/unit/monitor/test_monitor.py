@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from cdclake.ingest.lock import ACQUIRED, Owner, locks_schema
-from cdclake.ingest.plan import OffsetRange, ranges_to_json
+from cdclake.ingest.offsets import OffsetRange, ranges_to_json
 from cdclake.ingest.ledger import COMMITTED, PLANNED, BatchRecord, batch_columns, ledger_schema
 from cdclake.lake import LakeConfig
 from cdclake.monitor import Batch, LakeMonitor, PartitionLag, PendingWork, partition_lag, percentile, row_freshness

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cdclake.ingest.schema_audit import TableDdl, _table_name, audit_rows, unexplained
+from cdclake.ingest.schema_checks import TableDdl, _table_name, audit_rows, unexplained
 
 
 def _ddl(table: str, cols: list[str], change: str = "ALTER", position: list[int] | None = None) -> TableDdl:

@@ -1,4 +1,4 @@
-"""Schema reconciliation of a batch: the schema change topic and the data events against the lake.
+"""Schema consistency checks of a batch: the schema change topic and the data events against the lake.
 
 * MySQL/MariaDB/Informix: every schema change event (topic ``<prefix>``) that changes a table
   (non-empty ``tableChanges``) is recorded in ``lake.cdc_audit.schema_changes`` with its DDL text,
@@ -7,7 +7,7 @@
 * Every evolution the job applied to a lake table (column added/widened/missing, table created,
   quarantined, released from quarantine) is recorded too, with the batch's position watermark for
   that table.
-* An **unexplained mismatch** fails the batch's reconciliation: a table whose latest DDL in the batch
+* An **unexplained mismatch** fails the batch's consistency checks: a table whose latest DDL in the batch
   declares a column set that differs from the columns its data events in the same batch carry (a
   column the DDL added that events lack, or events carrying a column the DDL does not know).
   PostgreSQL has no schema topic: its drift is detected from the data events' schemas (the lake

@@ -1,0 +1,66 @@
+"""One ingestion batch of one source, as a sequence of phases, each a module of this package:
+
+plan -> read -> decode -> transactions -> apply -> audit -> commit
+
+Each phase takes the batch's fixed inputs (:class:`~cdclake.ingest.batch.context.BatchContext`) and the
+earlier phases' results, and returns its own immutable result. Exactly-once: the ledger
+(:mod:`cdclake.ingest.ledger`) has a PLANNED row before any table is touched and a COMMITTED row last;
+each table's last commit of the batch carries ``cdc.batch-id``, ``cdc.source``, ``cdc.offsets`` and its
+``cdc.watermark`` in its Iceberg snapshot summary, so a redo skips what was committed before a crash (an
+upsert table may commit twice, see :meth:`cdclake.ingest.tables.TableApplier.apply`). The seconds spent per
+phase are in the summary's ``phases_s``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cdclake.ingest.batch.apply import apply_tables
+from cdclake.ingest.batch.audit import write_audit
+from cdclake.ingest.batch.commit import commit_batch, summarise
+from cdclake.ingest.batch.context import BatchContext
+from cdclake.ingest.batch.decode import decode_batch
+from cdclake.ingest.batch.plan import plan_batch, wait_planned
+from cdclake.ingest.batch.read import read_records
+from cdclake.ingest.batch.transactions import decide_transactions
+from cdclake.ingest.ledger import BatchLedger
+from cdclake.ingest.summary import NO_NEW_RECORDS, BatchSummary
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from cdclake.ingest.config import SourceConfig
+    from cdclake.ingest.sources import RecordSource
+
+__all__ = ["BatchSummary", "run_batch"]
+
+
+def run_batch(
+    spark: SparkSession, source: SourceConfig, records: RecordSource, *, max_records: int | None = None
+) -> BatchSummary:
+    """Run one batch for ``source``: from the offsets committed in the lake to the source's current end.
+
+    A batch interrupted earlier (planned but never committed) is redone first, with the same ranges.
+    A pending quarantine release is applied even when there are no new records.
+
+    Raises:
+        SchemaEvolutionError: when a table's schema policy is ``fail`` and its schema changed.
+        RecordSourceError: when records cannot be listed or read.
+    """
+    ctx = BatchContext(spark, source, records, BatchLedger(spark, source.name))
+    plan = plan_batch(ctx, max_records)
+    if plan is None:
+        return BatchSummary(source=source.name, batch_id=None, status=NO_NEW_RECORDS, phases=ctx.phases)
+    try:
+        batch_records = read_records(ctx, plan)
+        decoded = decode_batch(ctx, plan, batch_records)
+    finally:
+        plan = wait_planned(plan)  # before the first table commit, and before a decoding error is raised
+    try:
+        tx = decide_transactions(ctx, plan, decoded)
+        applied = apply_tables(ctx, plan, decoded, tx, batch_records)
+        audited = write_audit(ctx, plan, decoded, tx, applied.tables)
+        return commit_batch(ctx, plan, tx, summarise(ctx, plan, decoded, tx, applied, audited))
+    finally:
+        decoded.batch.release()
+        batch_records.release()

@@ -1,0 +1,45 @@
+"""What every phase of a batch is given: the session, the source, its records, and the phase clock."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from cdclake.ingest.config import SourceConfig
+    from cdclake.ingest.ledger import BatchLedger
+    from cdclake.ingest.sources import RecordSource
+
+#: Where a batch runs the steps that overlap its main line: the quarantine read while the ledger is read, the
+#: PLANNED row's commit while the batch is decoded (each waited for before anything depends on it).
+BACKGROUND = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cdclake-batch")
+
+
+@dataclass(frozen=True)
+class BatchContext:
+    """The fixed inputs of one batch. ``phases`` accumulates the seconds spent per phase name."""
+
+    spark: SparkSession
+    source: SourceConfig
+    records: RecordSource
+    ledger: BatchLedger
+    phases: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.source.name
+
+    @contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        """Add the block's wall-clock seconds to ``phases[phase]``."""
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phases[phase] = self.phases.get(phase, 0.0) + time.monotonic() - t0

@@ -1,0 +1,112 @@
+"""Plan phase: the offset ranges of the batch, from the ledger's last rows and the source's watermarks.
+
+A batch interrupted earlier (PLANNED but never COMMITTED) is redone with the same ranges. Otherwise the
+batch runs from the committed ``next_offsets`` to the source's current end (at most ``max_records``), and
+its PLANNED row is committed in the background while the batch is read and decoded.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from cdclake.ingest.batch.context import BACKGROUND, BatchContext
+from cdclake.ingest.faults import crash_point
+from cdclake.ingest.ledger import PLANNED, BatchRecord
+from cdclake.ingest.offsets import OffsetRange, TopicPartition, end_offsets, plan_ranges
+from cdclake.ingest.quarantine import QuarantineState, ReleaseAction, read_states
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """What a batch reads and where the source continues after it.
+
+    Attributes:
+        ranges: the offset range of every topic-partition read.
+        next_offsets: where the next batch starts, before any transaction or schema cut.
+        redo: a batch interrupted earlier, redone with its planned ranges.
+        quarantined: the quarantine state of each quarantined table (by lake identifier).
+        latest: the partitions' end offsets when planned (None for a redo).
+        planned: the PLANNED row's commit, made while the batch is read (None for a redo).
+        planned_at: when the batch was planned (set for a redo; after :func:`wait_planned` otherwise).
+    """
+
+    batch_id: str
+    seq: int
+    ranges: list[OffsetRange]
+    next_offsets: dict[TopicPartition, int]
+    redo: bool
+    quarantined: dict[str, QuarantineState]
+    latest: dict[TopicPartition, int] | None = None
+    planned: Future[datetime] | None = None
+    planned_at: datetime | None = None
+
+    @property
+    def releases(self) -> list[QuarantineState]:
+        """Quarantined tables with a pending release."""
+        return [s for s in self.quarantined.values() if s.release is not None]
+
+    @property
+    def replays(self) -> list[QuarantineState]:
+        """Pending releases that re-read their held records (a discard reads nothing: they are dead-lettered)."""
+        return [s for s in self.releases if s.release is not None and s.release.action is not ReleaseAction.DISCARD]
+
+    @property
+    def records(self) -> int:
+        return sum(r.count for r in self.ranges)
+
+
+def plan_batch(ctx: BatchContext, max_records: int | None = None) -> BatchPlan | None:
+    """The batch to run, or None when there are neither new records nor pending releases."""
+    with ctx.timed("plan"):
+        plan = _plan(ctx, max_records)
+    if plan is not None:
+        logger.info(
+            "source %s batch %s: %d records in %d partitions", ctx.name, plan.batch_id, plan.records, len(plan.ranges)
+        )
+    return plan
+
+
+def _plan(ctx: BatchContext, max_records: int | None) -> BatchPlan | None:
+    # the quarantine states are read by Spark while the ledger is read by pyiceberg (the first Spark catalog
+    # call of a fresh driver is the slower of the two)
+    states = BACKGROUND.submit(read_states, ctx.spark, ctx.name)
+    ctx.ledger.ensure()
+    committed, pending = ctx.ledger.last()
+    quarantined = states.result()
+    if pending is not None:
+        logger.warning("source %s: redoing interrupted batch %s", ctx.name, pending.batch_id)
+        return BatchPlan(
+            batch_id=pending.batch_id,
+            seq=pending.seq,
+            ranges=pending.ranges,
+            next_offsets=pending.next_offsets,
+            redo=True,
+            quarantined=quarantined,
+            planned_at=pending.recorded_at or datetime.now(),
+        )
+    earliest, latest = ctx.records.watermarks()
+    start = committed.next_offsets if committed else {}
+    ranges = plan_ranges(start, earliest, latest, max_records)
+    if not ranges and not any(s.release is not None for s in quarantined.values()):
+        return None
+    batch_id = ctx.ledger.new_batch_id()
+    seq = (committed.seq + 1) if committed else 1
+    next_offsets = {**(committed.next_offsets if committed else {}), **end_offsets(ranges)}
+    # committed in the background while the batch is read and decoded (read-only): it is waited for
+    # before the first table commit, and before the error of a failed decoding is raised
+    planned = BACKGROUND.submit(ctx.ledger.append, BatchRecord(ctx.name, batch_id, seq, PLANNED, ranges, next_offsets))
+    return BatchPlan(batch_id, seq, ranges, next_offsets, False, quarantined, latest=latest, planned=planned)
+
+
+def wait_planned(plan: BatchPlan) -> BatchPlan:
+    """The plan once its PLANNED row is committed (raises that commit's error, if any)."""
+    if plan.planned is None:
+        return plan
+    planned_at = plan.planned.result()
+    crash_point("planned")
+    return replace(plan, planned=None, planned_at=planned_at)

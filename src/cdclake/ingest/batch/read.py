@@ -1,0 +1,52 @@
+"""Read phase: the batch's records, with the held records of the tables being released."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cdclake.decode import STRING_RECORD_SCHEMA
+from cdclake.decode.records import normalise_records
+from cdclake.ingest.quarantine import held_records
+from cdclake.ingest.sources import FrameSampler
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from cdclake.decode import RecordSampler
+    from cdclake.ingest.batch.context import BatchContext
+    from cdclake.ingest.batch.plan import BatchPlan
+
+
+@dataclass(frozen=True)
+class BatchRecords:
+    """The records of a batch as text (``topic, partition, offset, key, value, ...``), and how discovery
+    samples them (None: by a pass over all of them)."""
+
+    frame: DataFrame
+    sampler: RecordSampler | None
+
+    def release(self) -> None:
+        self.frame.unpersist()
+
+
+def read_records(ctx: BatchContext, plan: BatchPlan) -> BatchRecords:
+    """The planned ranges' records (lazy), cached unless the source is cheaper to read again."""
+    with ctx.timed("read+decode"):
+        spark, records = ctx.spark, ctx.records
+        raw = records.read(spark, plan.ranges) if plan.ranges else spark.createDataFrame([], STRING_RECORD_SCHEMA)
+        # cached as text: every pass (discovery, decoding, transactions, dead letters) reads it without a cast
+        raw = normalise_records(raw)
+        replays = plan.replays
+        if replays:
+            raw = raw.unionByName(held_records(spark, ctx.name, replays, plan.ranges))
+        if records.cache_records:
+            raw = raw.persist()
+        # discovery samples the source's own ranges; held records (not in them) are found by a pass instead
+        sampler = None
+        if plan.ranges and not replays:
+            # the source's own sampler (Kafka: single-record reads), else one filter over the cached records
+            sampler = records.sampler(spark, plan.ranges) or (
+                FrameSampler(raw, plan.ranges) if records.cache_records else None
+            )
+        return BatchRecords(raw, sampler)

@@ -1,0 +1,223 @@
+"""What one batch did: the summary the job builds (:class:`BatchSummary`, :class:`TableResult`) and the
+typed form a reader parses back from its JSON (:class:`IngestSummary`, :func:`load_summary`).
+
+The JSON is written by ``jobs/ingest.py --summary-json PATH`` and into the ledger's committed row. The
+fields the DAGs rely on::
+
+    {"batch_id": str | null,            # null when there was nothing new
+     "source": str,
+     "status": str,                     # "committed", "no-new-records" or "source-busy"
+     "tables": {"<iceberg identifier>": {"applied": int, "skipped": int, "dead_lettered": int, ...}},
+     "changed_tables": [identifiers],
+     "offsets": {...},                   # the batch's Kafka offset ranges
+     "reconciliation": {"ok": bool, "problems": [str]}}  # the batch's own consistency checks
+
+Other keys (``records``, ``dead_lettered``, ``phases_s``, per-table details) are kept as they are by the
+reader and passed through to Asset-event extras. This module imports neither Spark nor Airflow.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from cdclake.exceptions import ConfigError
+
+#: ``status`` of a committed batch.
+COMMITTED_STATUS = "committed"
+#: ``status`` of a run that found nothing to do.
+NO_NEW_RECORDS = "no-new-records"
+#: ``status`` of a run that found the source's lock held by another run: it read and wrote nothing.
+SOURCE_BUSY = "source-busy"
+
+
+@dataclass
+class TableResult:
+    """What happened to one table in one batch."""
+
+    table: str
+    mode: str
+    events: dict[str, int] = field(default_factory=dict)
+    applied: int = 0
+    skipped_stale: int = 0
+    already_applied: bool = False
+    quarantined: str | None = None
+    schema_changes: list[str] = field(default_factory=list)
+    watermark: list[int] | None = None
+    applied_by_op: dict[str, int] = field(default_factory=dict)
+    skipped_by_op: dict[str, int] = field(default_factory=dict)
+    decoded: dict[str, int] = field(default_factory=dict)
+    dead_lettered: int = 0
+    released: dict[str, Any] | None = None
+
+    def count_ops(self, counts: Mapping[tuple[str, bool], int]) -> None:
+        """Add applied and skipped (stale) events, per op and in total, from ``{(op, stale): n}``."""
+        for (op, stale), n in sorted(counts.items()):
+            target = self.skipped_by_op if stale else self.applied_by_op
+            target[op] = target.get(op, 0) + n
+        self.skipped_stale = sum(self.skipped_by_op.values())
+        self.applied = sum(self.applied_by_op.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {
+            "mode": self.mode,
+            "events": self.events,
+            "applied": self.applied,
+            "skipped": self.skipped_stale,
+            "already_applied": self.already_applied,
+            "quarantined": self.quarantined,
+            "schema_changes": self.schema_changes,
+            "watermark": self.watermark,
+            "decoded": self.decoded,
+            "applied_by_op": self.applied_by_op,
+            "skipped_by_op": self.skipped_by_op,
+            "dead_lettered": self.dead_lettered,
+        }
+        if self.released is not None:
+            out["released"] = self.released
+        return out
+
+
+@dataclass
+class BatchSummary:
+    """What one batch did (also written, as JSON, into the ledger's committed row)."""
+
+    source: str
+    batch_id: str | None
+    status: str
+    ranges: dict[str, Any] = field(default_factory=dict)
+    records: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    dead_lettered: int = 0
+    dead_by_partition: dict[str, int] = field(default_factory=dict)
+    phases: dict[str, float] = field(default_factory=dict)
+    redo: bool = False
+    transactions: dict[str, Any] = field(default_factory=dict)
+
+    held_everything: bool = False
+    schema_problems: list[str] = field(default_factory=list)
+    schema_cuts: dict[str, str] = field(default_factory=dict)
+    #: how the decoder found the batch's schema versions: ``sample`` or ``pass`` (see docs/decoding.md)
+    discovery: str | None = None
+    #: the first and last source commit time (``source.ts_ms``) of the batch's change rows, ISO 8601 UTC
+    source_ts: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def changed_tables(self) -> list[str]:
+        return sorted(t for t, r in self.tables.items() if r.get("applied") and not r.get("already_applied"))
+
+    def problems(self) -> list[str]:
+        """What the batch's own consistency checks found: quarantined tables, schema changes its events do
+        not explain, transactions whose END counts differ from what was decoded or that expired."""
+        problems = [f"{t}: quarantined: {r['quarantined']}" for t, r in self.tables.items() if r.get("quarantined")]
+        problems += list(self.schema_problems)
+        problems += [
+            f"transaction {tx}: {status}"
+            for status in ("mismatched", "expired")
+            for tx in self.transactions.get("ids", {}).get(status, [])
+        ]
+        return problems
+
+    def as_dict(self) -> dict[str, Any]:
+        problems = self.problems()
+        return {
+            "source": self.source,
+            "batch_id": self.batch_id,
+            "status": self.status,
+            "redo": self.redo,
+            "offsets": self.ranges,
+            "records": self.records,
+            "counts": self.counts,
+            "tables": self.tables,
+            "changed_tables": self.changed_tables,
+            "dead_lettered": self.dead_lettered,
+            "dead_lettered_by_partition": self.dead_by_partition,
+            "phases_s": {k: round(v, 3) for k, v in self.phases.items()},
+            "transactions": self.transactions,
+            "schema_cuts": self.schema_cuts,
+            "discovery": self.discovery,
+            "source_ts": self.source_ts,
+            "reconciliation": {"ok": not problems, "problems": problems},
+        }
+
+
+class _SummaryModel(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+
+class Reconciliation(_SummaryModel):
+    """The job's own consistency checks."""
+
+    ok: bool
+    problems: tuple[str, ...] = ()
+
+
+class IngestSummary(_SummaryModel):
+    """A batch summary as read back from its JSON (:meth:`BatchSummary.as_dict`)."""
+
+    batch_id: str | None = None
+    source: str
+    status: str | None = None
+    message: str | None = None
+    tables: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    changed_tables: tuple[str, ...] = ()
+    offsets: Any = None
+    dead_lettered: int = 0
+    reconciliation: Reconciliation
+
+    def changed(self, identifier: str) -> bool:
+        """Whether the batch committed changes to ``identifier``."""
+        return identifier in self.changed_tables
+
+    def problems(self) -> list[str]:
+        """Reconciliation problems: the run fails when there is any (``reconciliation.ok`` false)."""
+        if self.reconciliation.ok:
+            return []
+        return list(self.reconciliation.problems) or ["reconciliation.ok is false (the job reported no problem text)"]
+
+    def warnings(self) -> list[str]:
+        """Worth a warning but not a failure: dead-lettered records (they are kept in the dead-letter table)."""
+        out = [
+            f"{identifier}: {result.get('dead_lettered', 0)} record(s) dead-lettered"
+            for identifier, result in self.tables.items()
+            if result.get("dead_lettered")
+        ]
+        if self.dead_lettered and not out:
+            out.append(f"batch {self.batch_id}: {self.dead_lettered} record(s) dead-lettered")
+        return out
+
+    def event_extra(self, identifier: str) -> dict[str, Any]:
+        """The Asset-event ``extra`` for one changed table: batch id, source, the table's result, the offsets."""
+        result = self.tables.get(identifier)
+        return {
+            "batch_id": self.batch_id,
+            "source": self.source,
+            "table": {"applied": 0, "skipped": 0, "dead_lettered": 0, **result} if result else {},
+            "offsets": self.offsets,
+        }
+
+
+def load_summary(data: str | Path | Mapping[str, Any]) -> IngestSummary:
+    """Parse a summary from a file path, a JSON string or an already decoded mapping.
+
+    Raises:
+        ConfigError: when the file is missing or the content is not a valid summary (names the source).
+    """
+    where = "summary"
+    if isinstance(data, Path) or (isinstance(data, str) and not data.lstrip().startswith("{")):
+        path = Path(data)
+        where = str(path)
+        try:
+            data = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read the ingest summary {path}: {exc}") from exc
+    try:
+        return IngestSummary.model_validate_json(data) if isinstance(data, str) else IngestSummary.model_validate(data)
+    except (ValidationError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{where}: not a valid ingest summary: {exc}") from exc

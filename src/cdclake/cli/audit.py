@@ -1,5 +1,6 @@
 """``cdclake audit``: a readable summary of the last batches (from ``lake.cdc_audit.batches``).
 
+The batches are read by :meth:`cdclake.monitor.LakeMonitor.batches` (what Airflow's CDC view shows).
 ``--tables`` adds the per-table, per-op counts of each batch (the ledger's typed ``table_counts``
 column; batches written before it existed have none).
 """
@@ -15,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cdclake.lake import LakeConfig
+from cdclake.monitor import Batch, LakeMonitor
 
 console = Console()
 
@@ -28,52 +30,50 @@ def audit(
 ) -> None:
     """Last batches: offsets read, events applied/skipped/dead-lettered, transactions, problems, durations."""
     from pyiceberg.catalog import load_catalog
-    from pyiceberg.exceptions import NoSuchTableError
 
-    catalog = load_catalog(**LakeConfig.from_env(lake).pyiceberg_properties())
-    try:
-        table = catalog.load_table(("cdc_audit", "batches"))
-    except NoSuchTableError:
+    from cdclake.ingest.ledger import BATCHES
+
+    config = LakeConfig.from_env(lake)
+    monitor = LakeMonitor(config, load_catalog(**config.pyiceberg_properties()))
+    if not monitor.has_table(BATCHES):
         console.print("no batches yet (lake.cdc_audit.batches does not exist)")
-        raise typer.Exit(0) from None
-    row_filter = "status == 'committed'" + (f" and source == '{source}'" if source else "")
-    rows = sorted(table.scan(row_filter=row_filter).to_arrow().to_pylist(), key=lambda r: r["recorded_at"])[-last:]
-    rows = [r for r in rows if r["summary"]]
-    summaries = [json.loads(r["summary"]) | {"recorded_at": str(r["recorded_at"])} for r in rows]
-    if per_table:
-        summaries = [s | {"table_counts": r.get("table_counts")} for s, r in zip(summaries, rows, strict=True)]
+        raise typer.Exit(0)
+    batches = [b for b in reversed(monitor.batches(source or None, last)) if b.summary]
     if as_json:
-        typer.echo(json.dumps(summaries, indent=2))
+        typer.echo(json.dumps([_as_json(b, per_table) for b in batches], indent=2))
         return
     grid = Table(
         "recorded", "source", "batch", "records", "applied", "skipped", "dead", "tx c/h/m/e", "problems", "seconds"
     )
-    for s in summaries:
-        tables = s.get("tables", {})
-        tx = s.get("transactions", {}).get("counts", {})
-        problems = s.get("reconciliation", {}).get("problems", [])
+    for b in batches:
         grid.add_row(
-            s["recorded_at"][:19],
-            s["source"],
-            s["batch_id"],
-            str(s.get("records", 0)),
-            str(sum(t.get("applied", 0) for t in tables.values())),
-            str(sum(t.get("skipped", 0) for t in tables.values())),
-            str(s.get("dead_lettered", 0)),
-            "/".join(str(tx.get(k, 0)) for k in ("complete", "held", "mismatched", "expired")),
-            "[red]" + "; ".join(problems) + "[/]" if problems else "-",
-            f"{sum(s.get('phases_s', {}).values()):.1f}",
+            str(b.committed_at)[:19],
+            b.source,
+            b.batch_id,
+            str(b.records),
+            str(b.applied),
+            str(b.skipped),
+            str(b.dead_lettered),
+            "/".join(str(b.transactions[k]) for k in ("complete", "held", "mismatched", "expired")),
+            "[red]" + "; ".join(b.problems) + "[/]" if b.problems else "-",
+            f"{sum(b.phases.values()):.1f}",
         )
     console.print(grid)
     if per_table:
-        console.print(_table_counts(summaries))
+        console.print(_table_counts(batches))
 
 
-def _table_counts(summaries: list[dict[str, Any]]) -> Table:
+def _as_json(batch: Batch, per_table: bool) -> dict[str, Any]:
+    """The batch's summary as it wrote it, with when it was recorded (and its per-table counts)."""
+    out = batch.summary | {"recorded_at": str(batch.committed_at)}
+    return out | {"table_counts": batch.table_counts} if per_table else out
+
+
+def _table_counts(batches: list[Batch]) -> Table:
     """One row per batch, table and op (``op`` "-": the table's undecodable records)."""
     columns = ("decoded", "held", "applied", "skipped", "quarantined", "dead_lettered")
     grid = Table("batch", "table", "op", *columns)
-    for s in summaries:
-        for c in s.get("table_counts") or []:
-            grid.add_row(s["batch_id"], c["table"], c["op"] or "-", *(str(c[k]) for k in columns))
+    for b in batches:
+        for c in b.table_counts:
+            grid.add_row(b.batch_id, c["table"], c["op"] or "-", *(str(c[k]) for k in columns))
     return grid

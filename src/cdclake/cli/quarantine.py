@@ -1,8 +1,9 @@
 """``cdclake quarantine list | release``: tables whose events are held after a schema change, and their release.
 
-Both read and write the lake's audit tables through pyiceberg (no Spark); the release itself is applied
-by the next ingest batch of the table's source (:mod:`cdclake.ingest.quarantine`, imported lazily: it
-pulls in PySpark).
+Both read and write the lake's audit tables through pyiceberg (no Spark): ``list`` shows what
+:meth:`cdclake.monitor.LakeMonitor.quarantine` reads (as Airflow's CDC view does). The release itself is
+applied by the next ingest batch of the table's source (:mod:`cdclake.ingest.quarantine`, imported lazily:
+it pulls in PySpark).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cdclake.lake import LakeConfig
+from cdclake.monitor import LakeMonitor
 
 if TYPE_CHECKING:
     from cdclake.ingest.quarantine import QuarantineState
@@ -73,9 +75,7 @@ def list_(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Quarantined tables: why, since when, how many records are held, and any pending or failed release."""
-    from cdclake.ingest.quarantine import catalog_states
-
-    states = sorted(catalog_states(_catalog(lake), source).values(), key=lambda s: (s.source, s.table))
+    states = LakeMonitor(LakeConfig.from_env(lake), _catalog(lake)).quarantine(source)
     if as_json:
         typer.echo(json.dumps([_as_json(s) for s in states], indent=2))
         return

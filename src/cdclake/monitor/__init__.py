@@ -2,9 +2,10 @@
 
 What the CDC view in Airflow shows, and what ``cdc_ingest__<source>`` asks before it starts a Spark job:
 
-* :class:`LakeMonitor` reads ``lake.cdc_audit.*``: the batches of a source (records, per-table counts,
-  transactions, phases, the source commit times of their changes), dead letters, schema changes,
-  quarantined tables and the last reconciliation results;
+* :class:`LakeMonitor` reads ``lake.cdc_audit.*``: the batches of a source or of every source (records,
+  per-table counts, transactions, phases, the source commit times of their changes), dead letters, schema
+  changes, quarantined tables and the last reconciliation results; ``cdclake audit`` and ``cdclake quarantine
+  list`` show what it reads;
 * :func:`kafka_lag` compares the end offsets of the source's topics with the offsets the lake committed;
 * :func:`pending_work` says whether a batch has anything to do (new records, an interrupted batch to redo,
   a quarantine release to apply).
@@ -26,9 +27,9 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
     from cdclake.connectors import ConnectorSpec
+    from cdclake.ingest.ledger import BatchRecord
     from cdclake.ingest.lock import Holder
     from cdclake.ingest.quarantine import QuarantineState
-    from cdclake.ingest.ledger import BatchRecord
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +64,11 @@ def partition_lag(
 
 @dataclass(frozen=True)
 class Batch:
-    """One committed batch of a source, as the ledger records it."""
+    """One committed batch of a source, as the ledger records it.
+
+    The typed columns of the ledger row are read first; a row written before they existed falls back to its
+    summary JSON (:attr:`summary`, as the batch wrote it).
+    """
 
     batch_id: str
     seq: int
@@ -79,6 +84,8 @@ class Batch:
     problems: list[str]
     redo: bool
     status: str
+    source: str = ""
+    summary: dict[str, Any] = field(default_factory=dict)
 
     @property
     def applied(self) -> int:
@@ -139,14 +146,20 @@ class LakeMonitor:
         except (NoSuchTableError, NoSuchNamespaceError):
             return None
 
-    def _rows(self, name: str, source: str, fields: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        from pyiceberg.expressions import EqualTo
+    def has_table(self, name: str) -> bool:
+        """Whether the audit table ``lake.cdc_audit.<name>`` exists."""
+        return self._table(name) is not None
+
+    def _rows(self, name: str, source: str | None, fields: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """The rows of an audit table, of one source or (``source`` None) of every source."""
+        from pyiceberg.expressions import AlwaysTrue, EqualTo
 
         table = self._table(name)
         if table is None:
             return []
         selected = {"selected_fields": tuple(fields)} if fields else {}
-        return list(table.scan(row_filter=EqualTo("source", source), **selected).to_arrow().to_pylist())
+        row_filter = EqualTo("source", source) if source is not None else AlwaysTrue()
+        return list(table.scan(row_filter=row_filter, **selected).to_arrow().to_pylist())
 
     def ledger(self, source: str) -> tuple[BatchRecord | None, BatchRecord | None]:
         """(last committed batch, interrupted batch to redo), as the next batch will see them."""
@@ -156,24 +169,30 @@ class LakeMonitor:
             return None, None
         return BatchLedger(None, source, self.lake).last()  # type: ignore[arg-type] - pyiceberg only, no session
 
-    def batches(self, source: str, last: int = 50) -> list[Batch]:
-        """The source's last committed batches, newest first."""
+    def batches(self, source: str | None, last: int = 50) -> list[Batch]:
+        """The last committed batches of ``source`` (None: of every source), newest first: by the ledger's
+        sequence within a source, by commit time across sources."""
         from cdclake.ingest.ledger import BATCHES, COMMITTED, PLANNED
 
         rows = self._rows(BATCHES, source)
-        planned = {r["batch_id"]: r["recorded_at"] for r in rows if r["status"] == PLANNED}
-        committed = sorted((r for r in rows if r["status"] == COMMITTED), key=lambda r: r["seq"], reverse=True)
+        planned = {(r["source"], r["batch_id"]): r["recorded_at"] for r in rows if r["status"] == PLANNED}
+        order = (lambda r: r["seq"]) if source is not None else (lambda r: (r["recorded_at"], r["seq"]))
+        committed = sorted((r for r in rows if r["status"] == COMMITTED), key=order, reverse=True)
         out = []
         for row in committed[:last]:
             summary = json.loads(row["summary"] or "{}")
-            tx = {k: int(row.get(f"tx_{k}") or 0) for k in ("complete", "held", "mismatched", "expired")}
+            tx_counts = (summary.get("transactions") or {}).get("counts") or {}
+            tx = {
+                k: int(row[f"tx_{k}"] if row.get(f"tx_{k}") is not None else tx_counts.get(k) or 0)
+                for k in ("complete", "held", "mismatched", "expired")
+            }
             phases = dict(row.get("phase_seconds") or []) or dict(summary.get("phases_s") or {})
             out.append(
                 Batch(
                     batch_id=row["batch_id"],
                     seq=int(row["seq"]),
                     committed_at=_utc(row["recorded_at"]) or datetime.now(UTC),
-                    planned_at=_utc(planned.get(row["batch_id"])),
+                    planned_at=_utc(planned.get((row["source"], row["batch_id"]))),
                     records=int(row.get("records") or summary.get("records") or 0),
                     dead_lettered=int(row.get("dead_lettered") or summary.get("dead_lettered") or 0),
                     tables=dict(summary.get("tables") or {}),
@@ -184,6 +203,8 @@ class LakeMonitor:
                     problems=list((summary.get("reconciliation") or {}).get("problems") or []),
                     redo=bool(summary.get("redo")),
                     status=str(summary.get("status") or row["status"]),
+                    source=row["source"],
+                    summary=summary,
                 )
             )
         return out
@@ -222,13 +243,14 @@ class LakeMonitor:
             key=lambda r: (r["tx_id"], r["data_collection"]),
         )
 
-    def quarantine(self, source: str) -> list[QuarantineState]:
-        """The source's quarantined tables."""
+    def quarantine(self, source: str | None) -> list[QuarantineState]:
+        """The quarantined tables of ``source`` (None: of every source), by source and table
+        (:func:`cdclake.ingest.quarantine.catalog_states`)."""
         from cdclake.ingest.quarantine import catalog_states
 
         if self._table("quarantine") is None:
             return []
-        return sorted(catalog_states(self.catalog, source).values(), key=lambda s: s.table)
+        return sorted(catalog_states(self.catalog, source).values(), key=lambda s: (s.source, s.table))
 
     def lock_holder(self, source: str) -> Holder | None:
         """Who holds the source's lock now (a batch, maintenance or reconciliation in progress), if anyone."""

@@ -11,16 +11,18 @@ import pytest
 from cdclake.connectors import load_specs
 from cdclake.exceptions import ConfigError
 from cdclake.orchestration.deployment import enabled_specs, ingest_interval, spark_pool
+from cdclake.settings import Settings
 
 SPECS = load_specs()
 DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
 
 
 def test_enabled_specs_default_to_every_spec_and_follow_cdc_sources() -> None:
-    assert [s.name for s in enabled_specs(SPECS, {})] == sorted(SPECS)
-    assert [s.name for s in enabled_specs(SPECS, {"CDC_SOURCES": " postgres, mariadb ,"})] == ["mariadb", "postgres"]
+    assert [s.name for s in enabled_specs(SPECS, Settings.from_env({}))] == sorted(SPECS)
+    sources = Settings.from_env({"CDC_SOURCES": " postgres, mariadb ,"})
+    assert [s.name for s in enabled_specs(SPECS, sources)] == ["mariadb", "postgres"]
     with pytest.raises(ConfigError, match=r"CDC_SOURCES='postgres,oracle' names unknown spec\(s\) oracle"):
-        enabled_specs(SPECS, {"CDC_SOURCES": "postgres,oracle"})
+        enabled_specs(SPECS, Settings.from_env({"CDC_SOURCES": "postgres,oracle"}))
 
 
 @pytest.mark.parametrize(
@@ -35,18 +37,18 @@ def test_enabled_specs_default_to_every_spec_and_follow_cdc_sources() -> None:
     ],
 )
 def test_ingest_interval(value: str, interval: timedelta) -> None:
-    assert ingest_interval({"CDC_INGEST_INTERVAL": value}) == interval
+    assert ingest_interval(Settings.from_env({"CDC_INGEST_INTERVAL": value})) == interval
 
 
 @pytest.mark.parametrize("value", ["soon", "5 minutes", "5s", "-1m"])
 def test_a_bad_ingest_interval_names_the_variable(value: str) -> None:
     with pytest.raises(ConfigError, match="CDC_INGEST_INTERVAL"):
-        ingest_interval({"CDC_INGEST_INTERVAL": value})
+        ingest_interval(Settings.from_env({"CDC_INGEST_INTERVAL": value}))
 
 
 def test_the_spark_pool_defaults_to_airflows_default_pool() -> None:
-    assert spark_pool({}) == spark_pool({"CDC_SPARK_POOL": " "}) == "default_pool"
-    assert spark_pool({"CDC_SPARK_POOL": "cdc_spark"}) == "cdc_spark"
+    assert spark_pool(Settings.from_env({})) == spark_pool(Settings.from_env({"CDC_SPARK_POOL": " "})) == "default_pool"
+    assert spark_pool(Settings.from_env({"CDC_SPARK_POOL": "cdc_spark"})) == "cdc_spark"
 
 
 def _bag(monkeypatch: pytest.MonkeyPatch, **env: str) -> Any:

@@ -487,8 +487,10 @@ def test_airflow_connections_and_lake_settings(services: dict[str, dict[str, Any
     # the deployment's sources are specs whose database runs without a profile
     from cdclake.connectors import load_specs
     from cdclake.orchestration.deployment import enabled_specs
+    from cdclake.settings import Settings
 
-    sources = [spec.name for spec in enabled_specs(load_specs(), {"CDC_SOURCES": env["CDC_SOURCES"]})]
+    deployment = Settings.from_env({"CDC_SOURCES": env["CDC_SOURCES"]})
+    sources = [spec.name for spec in enabled_specs(load_specs(), deployment)]
     assert sorted(sources) == ["mongodb", "mysql", "postgres"]
     assert all(not services[name].get("profiles") for name in sources)
     assert env["CDC_LAKE_KIND"] == "rest"

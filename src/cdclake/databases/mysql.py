@@ -1,0 +1,115 @@
+"""MySQL and MariaDB through PyMySQL: the catalog from ``information_schema``, rows streamed (unbuffered cursor)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from cdclake.databases.base import SourceDatabase
+from cdclake.databases.catalog import SourceColumn, SourceTable, optional_int
+from cdclake.databases.connection import SourceConnection
+
+_TABLE_QUERY = """
+SELECT column_name, ordinal_position, data_type, column_type, is_nullable = 'YES',
+       numeric_precision, numeric_scale, datetime_precision
+FROM information_schema.columns
+WHERE table_schema = %s AND table_name = %s
+ORDER BY ordinal_position
+"""
+
+_PRIMARY_KEY_QUERY = """
+SELECT column_name FROM information_schema.key_column_usage
+WHERE table_schema = %s AND table_name = %s AND constraint_name = 'PRIMARY'
+ORDER BY ordinal_position
+"""
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _text(value: Any) -> str:
+    """An ``information_schema`` string (some servers send ``column_type`` as bytes)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _target(namespace: str, table: str) -> str:
+    return ".".join(_quote(part) for part in (namespace, table) if part)
+
+
+def _statement_timeout(server_info: str, seconds: float) -> str:
+    """The session setting that cancels long statements: MariaDB's ``max_statement_time`` (seconds), MySQL's
+    ``max_execution_time`` (milliseconds, read-only statements)."""
+    if "mariadb" in server_info.lower():
+        return f"SET SESSION max_statement_time = {seconds:g}"
+    return f"SET SESSION max_execution_time = {round(seconds * 1000)}"
+
+
+class _MySqlDatabase(SourceDatabase):
+    """A PyMySQL connection: the server cancels statements over the statement timeout; ``read_timeout`` (the
+    statement timeout plus the connect timeout, so that the server's error arrives first) bounds every read."""
+
+    driver = "pymysql"
+
+    @classmethod
+    def _connect(cls, source: SourceConnection, *, utc: bool) -> Any:
+        import pymysql
+
+        seconds = source.statement_timeout_s
+        conn = pymysql.connect(
+            host=source.host,
+            port=source.port,
+            user=source.user,
+            password=source.password,
+            database=source.database,
+            connect_timeout=source.connect_timeout_s,
+            read_timeout=seconds + source.connect_timeout_s if seconds else None,
+            autocommit=True,
+            charset="utf8mb4",
+        )
+        with conn.cursor() as cur:
+            if seconds:
+                cur.execute(_statement_timeout(str(conn.get_server_info()), seconds))
+            if utc:
+                # TIMESTAMP columns come back naive in the session's zone: make it UTC, like Debezium's values
+                cur.execute("SET time_zone = '+00:00'")
+        return conn
+
+    def _fetch(self, query: str, args: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        with self.dbapi.cursor() as cur:
+            cur.execute(query, args)
+            return list(cur.fetchall())
+
+    def table(self, namespace: str, table: str) -> SourceTable:
+        columns = tuple(
+            SourceColumn(
+                name=_text(r[0]),
+                ordinal=int(r[1]),
+                data_type=_text(r[2]),
+                native_type=_text(r[3]),
+                nullable=bool(r[4]),
+                numeric_precision=optional_int(r[5]),
+                numeric_scale=optional_int(r[6]),
+                datetime_precision=optional_int(r[7]),
+            )
+            for r in self._fetch(_TABLE_QUERY, [namespace, table])
+        )
+        return SourceTable(namespace, table, columns)
+
+    def primary_key(self, namespace: str, table: str) -> list[str]:
+        return [_text(r[0]) for r in self._fetch(_PRIMARY_KEY_QUERY, [namespace, table])]
+
+    def rows(
+        self, namespace: str, table: str, columns: Sequence[str], order_by: Sequence[str] = ()
+    ) -> Iterator[tuple[Any, ...]]:
+        import pymysql.cursors
+
+        query = f"SELECT {', '.join(_quote(c) for c in columns)} FROM {_target(namespace, table)}"
+        if order_by:
+            query += f" ORDER BY {', '.join(_quote(c) for c in order_by)}"
+        with self.dbapi.cursor(pymysql.cursors.SSCursor) as cur:
+            cur.execute(query)
+            yield from cur
+
+    def row_count(self, namespace: str, table: str) -> int:
+        return int(self._fetch(f"SELECT COUNT(*) FROM {_target(namespace, table)}")[0][0])

@@ -1,9 +1,10 @@
 """Read a source table and its lake table, render both canonically, and compare them (I/O).
 
-* The **source** is read through the connector spec's database with a reader (not the capture user): an
-  explicit connection, else the Airflow-style connection ``AIRFLOW_CONN_<CONNECTION_ID>_READER`` (e.g.
-  ``AIRFLOW_CONN_CDC_POSTGRES_READER`` for the ``postgres`` spec, whose ``connection_id`` is ``cdc_postgres``),
-  JSON or URI, else the local stack's ``reader`` user (``SELECT`` on the captured tables only).
+* The **source** is read with :mod:`cdclake.databases` as a reader (not the capture user): the spec's
+  reader connection from :func:`cdclake.databases.resolve_connection`, i.e. an explicit connection, else
+  ``AIRFLOW_CONN_<CONNECTION_ID>_READER`` (``AIRFLOW_CONN_CDC_POSTGRES_READER`` for the ``postgres`` spec,
+  whose ``connection_id`` is ``cdc_postgres``), else the local stack's ``reader`` user (``SELECT`` on the
+  captured tables only). The session runs in UTC, with the connection's connect and statement timeouts.
 * The **lake** table ``lake.<topic_prefix>.<schema-or-db>.<table>`` is read with pyiceberg, selecting
   only the source's columns (current rows: an upsert table as is, an scd2 table ``WHERE _cdc_is_current``;
   an append table is a changelog and is skipped).
@@ -16,19 +17,26 @@ quiescent (or the comparison repeated) for a difference to mean the lake is wron
 
 from __future__ import annotations
 
-import abc
 import datetime as dt
-import json
 import logging
-import os
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import unquote, urlsplit
 
-from cdclake.connectors import ConnectorKind, ConnectorSpec, LakeMode, TableSpec
-from cdclake.exceptions import ConfigError, ReconcileError
+from cdclake.connectors import ConnectorSpec, LakeMode, TableSpec
+from cdclake.databases import (
+    SourceConnection,
+    SourceDatabase,
+    SourceDatabaseError,
+    load_database,
+    open_database,
+    resolve_connection,
+)
+from cdclake.databases import parse_connection as parse_connection  # re-exported by cdclake.reconcile
+from cdclake.databases import reader_connection_env as reader_connection_env  # re-exported by cdclake.reconcile
+from cdclake.exceptions import ConfigError, NotInstalledError, ReconcileError
 from cdclake.lake import LakeConfig
+from cdclake.lake.names import spec_table_parts
 from cdclake.reconcile.rows import ANY, RowKey, RowSet, column_type_from_iceberg, diff_row_sets, render_key
 
 logger = logging.getLogger(__name__)
@@ -38,247 +46,38 @@ BATCH_ID_PROPERTY = "cdc.batch-id"
 WATERMARK_PROPERTY = "cdc.watermark"
 CURRENT_FLAG_COLUMN = "_cdc_is_current"
 
-DatabaseKind = Literal["postgres", "mysql"]
 TableStatus = Literal["equal", "different", "skipped"]
-
-_KIND_BY_CONNECTOR: dict[ConnectorKind, DatabaseKind] = {
-    ConnectorKind.POSTGRESQL: "postgres",
-    ConnectorKind.MYSQL: "mysql",
-    ConnectorKind.MARIADB: "mysql",
-}
-_KIND_BY_CONN_TYPE: dict[str, DatabaseKind] = {
-    "postgres": "postgres",
-    "postgresql": "postgres",
-    "mysql": "mysql",
-    "mariadb": "mysql",
-}
 
 
 # --- where the source is ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SourceConnection:
-    """How to reach the source database (an application user that can read the captured tables).
-
-    Attributes:
-        kind: ``postgres`` or ``mysql`` (MySQL and MariaDB).
-        host, port, user, password, database: the usual.
-        origin: where these settings came from (``--dsn``, the env var's name, ``local stack``).
-    """
-
-    kind: DatabaseKind
-    host: str
-    port: int
-    user: str
-    password: str = field(repr=False)
-    database: str
-    origin: str
-
-    def describe(self) -> str:
-        """``user@host:port/database (origin)``, without the password."""
-        return f"{self.user}@{self.host}:{self.port}/{self.database} ({self.origin})"
-
-
-def reader_connection_env(spec: ConnectorSpec) -> str:
-    """Name of the env var holding the source's reader connection, e.g. ``AIRFLOW_CONN_CDC_POSTGRES_READER``."""
-    return "AIRFLOW_CONN_" + spec.reader_connection_id.upper().replace("-", "_")
-
-
-def parse_connection(value: str, *, default_database: str, origin: str) -> SourceConnection:
-    """Parse an Airflow connection (JSON or URI) or a DSN URI such as ``postgresql://u:p@host:5432/demo``.
+def check_readable(spec: ConnectorSpec) -> None:
+    """Fail unless reconcile can read the spec's database (a registered SQL database of :mod:`cdclake.databases`).
 
     Raises:
-        ConfigError: when the value cannot be parsed or names an unsupported database type.
+        ConfigError: for MongoDB, Informix and unknown connectors (the message says what they lack).
     """
-    text = value.strip()
-    if text.startswith("{"):
-        try:
-            conn = json.loads(text)
-        except ValueError as exc:
-            raise ConfigError(f"{origin}: not valid JSON: {exc}") from exc
-        conn_type, host, port = conn.get("conn_type"), conn.get("host"), conn.get("port")
-        user, secret, database = conn.get("login"), conn.get("password"), conn.get("schema")
-    else:
-        parts = urlsplit(text)
-        conn_type, host, port = parts.scheme, parts.hostname, parts.port
-        user = unquote(parts.username) if parts.username else None
-        secret = unquote(parts.password) if parts.password else None
-        database = unquote(parts.path.lstrip("/")) or None
-    kind = _KIND_BY_CONN_TYPE.get(str(conn_type or "").lower().split("+")[0])
-    if kind is None:
-        raise ConfigError(f"{origin}: connection type {conn_type!r} is not one of {', '.join(_KIND_BY_CONN_TYPE)}")
-    if not host or not user:
-        raise ConfigError(f"{origin}: the connection needs a host and a login")
-    return SourceConnection(
-        kind=kind,
-        host=str(host),
-        port=int(port or (5432 if kind == "postgres" else 3306)),
-        user=str(user),
-        password=str(secret or ""),
-        database=str(database or default_database),
-        origin=origin,
-    )
+    try:
+        load_database(spec.connector.value)
+    except (ConfigError, NotInstalledError) as exc:
+        raise ConfigError(
+            f"spec {spec.name}: reconcile reads PostgreSQL, MySQL and MariaDB, not {spec.connector} ({exc})"
+        ) from exc
 
 
 def resolve_source_connection(
     spec: ConnectorSpec, *, dsn: str | None = None, environ: Mapping[str, str] | None = None
 ) -> SourceConnection:
-    """The source connection of ``spec``: ``dsn``, else ``AIRFLOW_CONN_<CONNECTION_ID>_READER``, else the local stack.
+    """The reader connection of ``spec``: ``dsn`` (named ``--dsn`` in messages), else
+    ``AIRFLOW_CONN_<CONNECTION_ID>_READER``, else the local stack (:func:`cdclake.databases.resolve_connection`).
 
     Raises:
         ConfigError: when the spec's connector is not a relational database reconcile can read, or
             the DSN / connection cannot be parsed.
     """
-    kind = _KIND_BY_CONNECTOR.get(spec.connector)
-    if kind is None:
-        raise ConfigError(f"spec {spec.name}: reconcile reads PostgreSQL, MySQL and MariaDB, not {spec.connector}")
-    if dsn:
-        return parse_connection(dsn, default_database=spec.database, origin="--dsn")
-    env = os.environ if environ is None else environ
-    var = reader_connection_env(spec)
-    if env.get(var):
-        return parse_connection(env[var], default_database=spec.database, origin=var)
-    from cdclake.stack import Stack, StackConfig
-    from cdclake.stack.config import password
-    from cdclake.stack.mariadb import USER_NAMES
-    from cdclake.stack.postgres import ROLE_NAMES
-
-    stack = Stack(StackConfig.from_env())
-    c = stack.config
-    if kind == "postgres":
-        user, port, secret = ROLE_NAMES["reader"], c.postgres_port, password(stack.secrets, "postgres", "reader")
-    else:
-        user, port, secret = USER_NAMES["reader"], c.mariadb_port, password(stack.secrets, "mariadb", "reader")
-    return SourceConnection(
-        kind, c.host, port, user, secret, spec.database, origin=f"local stack (set {var} to override)"
-    )
-
-
-# --- reading the source -------------------------------------------------------------------------
-
-
-class _SourceDatabase(abc.ABC):
-    """One open connection to the source database."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-
-    @abc.abstractmethod
-    def columns(self, namespace: str, table: str) -> list[str]:
-        """Column names in ordinal order; empty when the table does not exist."""
-
-    @abc.abstractmethod
-    def primary_key(self, namespace: str, table: str) -> list[str]:
-        """Primary-key column names in key order."""
-
-    @abc.abstractmethod
-    def rows(self, namespace: str, table: str, columns: Sequence[str]) -> Iterator[tuple[Any, ...]]:
-        """Every row of the table, ``columns`` only."""
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-class _PostgresDatabase(_SourceDatabase):
-    def columns(self, namespace: str, table: str) -> list[str]:
-        rows = self.conn.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
-            "ORDER BY ordinal_position",
-            [namespace, table],
-        ).fetchall()
-        return [r[0] for r in rows]
-
-    def primary_key(self, namespace: str, table: str) -> list[str]:
-        rows = self.conn.execute(
-            "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
-            "WHERE i.indrelid = (quote_ident(%s) || '.' || quote_ident(%s))::regclass AND i.indisprimary "
-            "ORDER BY array_position(i.indkey, a.attnum)",
-            [namespace, table],
-        ).fetchall()
-        return [r[0] for r in rows]
-
-    def rows(self, namespace: str, table: str, columns: Sequence[str]) -> Iterator[tuple[Any, ...]]:
-        from psycopg import sql
-
-        query = sql.SQL("SELECT {} FROM {}").format(
-            sql.SQL(", ").join(sql.Identifier(c) for c in columns), sql.Identifier(namespace, table)
-        )
-        with self.conn.cursor() as cur:
-            yield from cur.stream(query)
-
-
-class _MySqlDatabase(_SourceDatabase):
-    @staticmethod
-    def _quote(name: str) -> str:
-        return "`" + name.replace("`", "``") + "`"
-
-    def _fetch(self, query: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
-        with self.conn.cursor() as cur:
-            cur.execute(query, args)
-            return list(cur.fetchall())
-
-    def columns(self, namespace: str, table: str) -> list[str]:
-        rows = self._fetch(
-            "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
-            "ORDER BY ordinal_position",
-            [namespace, table],
-        )
-        return [r[0] for r in rows]
-
-    def primary_key(self, namespace: str, table: str) -> list[str]:
-        rows = self._fetch(
-            "SELECT column_name FROM information_schema.key_column_usage WHERE table_schema = %s AND table_name = %s "
-            "AND constraint_name = 'PRIMARY' ORDER BY ordinal_position",
-            [namespace, table],
-        )
-        return [r[0] for r in rows]
-
-    def rows(self, namespace: str, table: str, columns: Sequence[str]) -> Iterator[tuple[Any, ...]]:
-        import pymysql.cursors
-
-        query = (
-            f"SELECT {', '.join(self._quote(c) for c in columns)} FROM {self._quote(namespace)}.{self._quote(table)}"
-        )
-        with self.conn.cursor(pymysql.cursors.SSCursor) as cur:
-            cur.execute(query)
-            yield from cur
-
-
-def _open_database(source: SourceConnection) -> _SourceDatabase:
-    try:
-        if source.kind == "postgres":
-            import psycopg
-
-            conn = psycopg.connect(
-                host=source.host,
-                port=source.port,
-                user=source.user,
-                password=source.password,
-                dbname=source.database,
-                connect_timeout=10,
-                autocommit=True,
-            )
-            conn.execute("SET TIME ZONE 'UTC'")
-            return _PostgresDatabase(conn)
-        import pymysql
-
-        conn = pymysql.connect(
-            host=source.host,
-            port=source.port,
-            user=source.user,
-            password=source.password,
-            database=source.database,
-            connect_timeout=10,
-            autocommit=True,
-            charset="utf8mb4",
-        )
-        with conn.cursor() as cur:
-            # TIMESTAMP columns come back naive in the session's zone: make it UTC, like Debezium's values
-            cur.execute("SET time_zone = '+00:00'")
-        return _MySqlDatabase(conn)
-    except Exception as exc:  # noqa: BLE001 - psycopg / PyMySQL raise their own hierarchies
-        raise ReconcileError(f"cannot connect to the source database {source.describe()}: {exc}") from exc
+    check_readable(spec)
+    return resolve_connection(spec, uri=dsn, origin="--dsn", environ=environ)
 
 
 # --- the lake -----------------------------------------------------------------------------------
@@ -323,12 +122,8 @@ def lake_frontier(table: Any) -> LakeFrontier:
 
 
 def lake_identifier(spec: ConnectorSpec, table: TableSpec) -> tuple[str, ...]:
-    """Iceberg identifier of a spec table, e.g. ``("pg", "inventory", "customers")``."""
-    from cdclake.decode.options import TableId
-    from cdclake.ingest.naming import table_parts
-
-    namespace, _, name = table.name.rpartition(".")
-    return table_parts(TableId(server=spec.topic_prefix, namespace=namespace or None, table=name))
+    """Iceberg identifier of a spec table (without catalog), e.g. ``("pg", "inventory", "customers")``."""
+    return spec_table_parts(spec, table.name)
 
 
 # --- results ------------------------------------------------------------------------------------
@@ -487,8 +282,8 @@ def reconcile_source(
         tables: only these tables (see :func:`select_tables`); default every table of the spec.
         dsn: source connection URI; default ``AIRFLOW_CONN_<CONNECTION_ID>_READER``, else the local stack.
         environ: environment to read the connection variable from (default ``os.environ``).
-        connection: the source connection itself (an Airflow task passes the reader connection's fields); it
-            wins over ``dsn`` and the environment.
+        connection: the source connection itself (the Airflow task resolves its reader connection with
+            :func:`cdclake.databases.resolve_connection`); it wins over ``dsn`` and the environment.
 
     Raises:
         ConfigError: on an unknown table or an unparsable connection.
@@ -501,7 +296,10 @@ def reconcile_source(
     chosen = select_tables(spec, tables)
     source = connection or resolve_source_connection(spec, dsn=dsn, environ=environ)
     catalog = load_catalog(**lake.pyiceberg_properties())
-    database = _open_database(source)
+    try:
+        database = open_database(source)
+    except SourceDatabaseError as exc:
+        raise ReconcileError(str(exc)) from exc
     results: list[TableReconciliation] = []
     try:
         for table_spec in chosen:
@@ -517,7 +315,7 @@ def reconcile_source(
 
 
 def _reconcile_table(
-    database: _SourceDatabase, table_spec: TableSpec, ident: tuple[str, ...], lake_table: Any
+    database: SourceDatabase, table_spec: TableSpec, ident: tuple[str, ...], lake_table: Any
 ) -> TableReconciliation:
     namespace, _, name = table_spec.name.rpartition(".")
     lake_name = "lake." + ".".join(ident)

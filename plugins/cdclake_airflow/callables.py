@@ -13,6 +13,7 @@ from airflow.sdk import Asset, BaseHook
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from cdclake.connectors import ConnectorKind, ConnectorSpec, load_spec, load_specs
+from cdclake.databases import open_database
 from cdclake.exceptions import ConnectError, ConnectorFailedError
 from cdclake.ingest.summary import SOURCE_BUSY
 from cdclake.lake.names import spec_table_identifier
@@ -24,7 +25,6 @@ from cdclake.orchestration import (
     lake_row_count,
     load_summary,
     reader_conn_id,
-    row_count_query,
     select_specs,
 )
 from cdclake_airflow.connections import connection_defined
@@ -161,11 +161,15 @@ def plan_snapshot(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def source_row_counts(spec: ConnectorSpec, data_collections: Sequence[str]) -> dict[str, int] | None:
-    """Row counts in the source database through the reader connection ``<connection_id>_app``.
+    """Row counts in the source database through the reader connection ``<connection_id>_reader``
+    (:mod:`cdclake.databases`).
 
     Returns:
         table -> rows, or None (with a warning) when the reader connection is not defined or the
         connector has no SQL (MongoDB).
+
+    Raises:
+        SourceDatabaseError: when the database cannot be reached or a table cannot be counted.
     """
     conn_id = reader_conn_id(spec)
     if spec.connector is ConnectorKind.MONGODB:
@@ -180,19 +184,8 @@ def source_row_counts(spec: ConnectorSpec, data_collections: Sequence[str]) -> d
             spec.connection_id,
         )
         return None
-    db = DebeziumSignalHook(spec, database_conn_id=conn_id).get_db_connection()
-    try:
-        counts = {}
-        for table in data_collections:
-            cursor = db.cursor()
-            try:
-                cursor.execute(row_count_query(spec, table))
-                counts[table] = int(cursor.fetchone()[0])
-            finally:
-                cursor.close()
-        return counts
-    finally:
-        db.close()
+    with open_database(DebeziumSignalHook(spec, database_conn_id=conn_id).source_connection()) as db:
+        return db.row_counts(data_collections)
 
 
 def compare_snapshot_counts(
@@ -267,7 +260,7 @@ def reconcile_under_lock(source: str, tables: Sequence[str] | None, run: str) ->
 
     from cdclake.ingest.lock import source_lock
     from cdclake.lake import LakeConfig
-    from cdclake.reconcile import SourceConnection, reconcile_source
+    from cdclake.reconcile import reconcile_source
     from cdclake.reconcile.audit import record_report, sample_keys
 
     spec = load_spec(source)
@@ -276,17 +269,7 @@ def reconcile_under_lock(source: str, tables: Sequence[str] | None, run: str) ->
     conn_id = reader_conn_id(spec)
     if not connection_defined(conn_id):
         raise AirflowSkipException(f"connection {conn_id} (the source's reader) is not defined: nothing to compare")
-    conn = BaseHook.get_connection(conn_id)
-    kind = "postgres" if spec.connector is ConnectorKind.POSTGRESQL else "mysql"
-    connection = SourceConnection(
-        kind=kind,
-        host=str(conn.host),
-        port=int(conn.port or (5432 if kind == "postgres" else 3306)),
-        user=str(conn.login),
-        password=str(conn.password or ""),
-        database=str(conn.schema or spec.database),
-        origin=f"connection {conn_id}",
-    )
+    connection = DebeziumSignalHook(spec, database_conn_id=conn_id).source_connection()
     lake = LakeConfig.from_env()
     lake.ensure_dirs()
     catalog = load_catalog(**lake.pyiceberg_properties())

@@ -8,7 +8,14 @@ from typing import Any, Literal
 from airflow.sdk import BaseHook
 
 from cdclake.connectors import ConnectorKind, ConnectorSpec
-from cdclake.exceptions import NotInstalledError
+from cdclake.databases import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    SourceConnection,
+    load_database,
+    open_database,
+    resolve_connection,
+)
+from cdclake.exceptions import ConfigError, NotInstalledError
 from cdclake.signals import (
     Signal,
     kafka_signal_message,
@@ -22,19 +29,16 @@ from cdclake.signals import (
 
 Channel = Literal["source", "kafka"]
 CHANNELS: tuple[Channel, ...] = ("source", "kafka")
-POSTGRES_CONN_TYPES = ("postgres", "postgresql")
-MYSQL_CONN_TYPES = ("mysql", "mariadb")
 MONGO_CONN_TYPES = ("mongo", "mongodb")
-DEFAULT_CONNECT_TIMEOUT_S = 10
 
 
 class DebeziumSignalHook(BaseHook):
     """Send signals to the Debezium connector of one connector spec.
 
     The ``source`` channel inserts into the spec's signal table through the database connection
-    (``postgres`` with psycopg, ``mysql``/``mariadb`` with PyMySQL, ``mongo`` with pymongo if
-    installed; ``schema`` holds the database, ``login``/``password`` a user allowed to INSERT into
-    the signal table). The ``kafka`` channel produces to ``<prefix>-signal`` through the
+    (``postgres`` with psycopg, ``mysql``/``mariadb`` with PyMySQL, both through :mod:`cdclake.databases`;
+    ``mongo`` with pymongo if installed; ``schema`` holds the database, ``login``/``password`` a user allowed
+    to INSERT into the signal table). The ``kafka`` channel produces to ``<prefix>-signal`` through the
     apache-kafka provider's producer hook.
 
     Args:
@@ -62,50 +66,40 @@ class DebeziumSignalHook(BaseHook):
 
     # ---- clients ---------------------------------------------------------------------------------
 
+    def source_connection(self) -> SourceConnection:
+        """The database connection as a :class:`~cdclake.databases.SourceConnection` (rendered with Airflow's
+        ``Connection.get_uri()``; extras ``connect_timeout`` and ``statement_timeout`` in seconds).
+
+        Raises:
+            ConfigError: when the connection's type is unknown or it lacks a host or login.
+        """
+        conn = self.get_connection(self.database_conn_id)
+        return resolve_connection(self.spec, uri=conn.get_uri(), origin=f"connection {self.database_conn_id}")
+
     def get_db_connection(self) -> Any:
-        """Open a DB-API connection (or a MongoClient) from the database connection's fields.
+        """Open a DB-API connection (autocommit, with connect and statement timeouts; :mod:`cdclake.databases`),
+        or a MongoClient, from the database connection.
 
         Raises:
             NotInstalledError: for connection types without an installed driver (Informix, pymongo).
-            ValueError: for unsupported connection types.
+            ConfigError: for unsupported connection types (a ValueError).
+            SourceDatabaseError: when the database cannot be reached.
         """
         conn = self.get_connection(self.database_conn_id)
         conn_type = (conn.conn_type or "").lower()
-        database = conn.schema or self.spec.database
-        timeout = int(conn.extra_dejson.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT_S))
-        if conn_type in POSTGRES_CONN_TYPES:
-            import psycopg
-
-            return psycopg.connect(
-                host=conn.host,
-                port=conn.port or 5432,
-                dbname=database,
-                user=conn.login,
-                password=conn.password,
-                connect_timeout=timeout,
-            )
-        if conn_type in MYSQL_CONN_TYPES:
-            import pymysql
-
-            return pymysql.connect(
-                host=conn.host,
-                port=conn.port or 3306,
-                database=database,
-                user=conn.login,
-                password=conn.password or "",
-                connect_timeout=timeout,
-            )
         if conn_type in MONGO_CONN_TYPES:
+            timeout = int(conn.extra_dejson.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT_S))
             return mongo_client(conn.get_uri(), serverSelectionTimeoutMS=timeout * 1000)
-        if conn_type == "informix":
+        try:
+            load_database(conn_type)
+        except NotInstalledError as exc:
             raise NotInstalledError(
-                f"connection {self.database_conn_id!r}: no Informix DB-API driver is installed; "
-                "send the signal through the Kafka channel (channel='kafka')"
-            )
-        raise ValueError(
-            f"connection {self.database_conn_id!r} has conn_type {conn.conn_type!r}; use one of "
-            f"{', '.join(POSTGRES_CONN_TYPES + MYSQL_CONN_TYPES + MONGO_CONN_TYPES)}"
-        )
+                f"connection {self.database_conn_id!r}: {exc}; send the signal through the Kafka channel "
+                "(channel='kafka')"
+            ) from exc
+        except ConfigError as exc:
+            raise ConfigError(f"connection {self.database_conn_id!r} has conn_type {conn.conn_type!r}: {exc}") from exc
+        return open_database(self.source_connection(), utc=False).dbapi
 
     def get_producer(self) -> Any:
         """A confluent-kafka Producer from the apache-kafka provider's hook."""

@@ -185,19 +185,68 @@ def test_signal_hook_bad_channel() -> None:
 def test_postgres_connection_fields_map_to_psycopg() -> None:
     hook = DebeziumSignalHook(load_spec("postgres", SPEC_DIR))
     with mock.patch("psycopg.connect") as connect:
-        hook.get_db_connection()
+        assert hook.get_db_connection() is connect.return_value
     connect.assert_called_once_with(
-        host="127.0.0.1", port=5433, dbname="demo", user="cdc_signal", password="pw", connect_timeout=10
+        host="127.0.0.1",
+        port=5433,
+        dbname="demo",
+        user="cdc_signal",
+        password="pw",
+        connect_timeout=10,
+        autocommit=True,
+        options="-c statement_timeout=600000",  # the server's time zone: no TimeZone option for a writer
     )
 
 
 def test_mysql_connection_fields_map_to_pymysql() -> None:
     hook = DebeziumSignalHook(load_spec("mariadb", SPEC_DIR))
     with mock.patch("pymysql.connect") as connect:
-        hook.get_db_connection()
-    connect.assert_called_once_with(
-        host="127.0.0.1", port=3307, database="demo", user="cdc_signal", password="pw", connect_timeout=10
+        assert hook.get_db_connection() is connect.return_value
+    kwargs = connect.call_args.kwargs
+    assert {k: kwargs[k] for k in ("host", "port", "database", "user", "password", "connect_timeout")} == {
+        "host": "127.0.0.1",
+        "port": 3307,
+        "database": "demo",
+        "user": "cdc_signal",
+        "password": "pw",
+        "connect_timeout": 10,
+    }
+    assert kwargs["read_timeout"] == 610  # the statement timeout plus the connect timeout
+
+
+def test_connection_extras_set_the_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_CDC_POSTGRES_READER",
+        _conn(
+            conn_type="postgres",
+            host="db.test",
+            login="cdc_reader",
+            password="p@ss:/",
+            extra={"connect_timeout": 3, "statement_timeout": 30},
+        ),
     )
+    source = DebeziumSignalHook(
+        load_spec("postgres", SPEC_DIR), database_conn_id="cdc_postgres_reader"
+    ).source_connection()
+    assert (source.dialect, source.host, source.port, source.user, source.password, source.database) == (
+        "postgresql",
+        "db.test",
+        5432,
+        "cdc_reader",
+        "p@ss:/",
+        "demo",  # the spec's database: the connection has no schema
+    )
+    assert (source.connect_timeout_s, source.statement_timeout_s, source.origin) == (
+        3,
+        30,
+        "connection cdc_postgres_reader",
+    )
+
+
+def test_unknown_connection_type_names_the_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_CDC_POSTGRES", _conn(conn_type="oracle", host="ora", login="u"))
+    with pytest.raises(ValueError, match="connection 'cdc_postgres' has conn_type 'oracle'"):
+        DebeziumSignalHook(load_spec("postgres", SPEC_DIR)).get_db_connection()
 
 
 def test_informix_source_channel_needs_a_driver() -> None:

@@ -1,4 +1,8 @@
-"""The stack's demo databases as the application sees them: a small SQL adapter, the demo schema."""
+"""The stack's demo databases as the application sees them: a small SQL adapter, the demo schema.
+
+The connections are the local stack's ``app`` user on the ``demo`` database, opened with :mod:`cdclake.databases`
+(connect and statement timeouts; the session keeps the server's time zone).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from cdclake.databases import open_database, stack_connection
 from cdclake.paths import project_home
 from cdclake.stack import Stack
+from cdclake.stack.config import DEMO_DATABASE
 
 
 class AppSql:
@@ -76,26 +82,34 @@ class AppSql:
 
 @contextmanager
 def app_sql(stack: Stack, database: str) -> Iterator[AppSql]:
-    """An :class:`AppSql` on the ``demo`` database as the stack's ``app`` user (``postgres`` or ``mariadb``)."""
-    if database == "postgres":
-        with stack.service("postgres").connect("app", dbname="demo") as conn:  # type: ignore[attr-defined]
-            yield AppSql(conn, postgres=True)
-    else:
-        with stack.service("mariadb").connect("app", database="demo") as conn:  # type: ignore[attr-defined]
-            yield AppSql(conn, postgres=False)
+    """An :class:`AppSql` on the ``demo`` database as the stack's ``app`` user (``postgres`` or ``mariadb``).
+
+    Raises:
+        SourceDatabaseError: when the stack's database cannot be reached.
+    """
+    postgres = database == "postgres"
+    source = stack_connection(
+        "postgresql" if postgres else "mariadb",
+        "app",
+        DEMO_DATABASE,
+        origin=f"local stack {database} (app user)",
+        stack=stack,
+    )
+    with open_database(source, utc=False) as db:
+        yield AppSql(db.dbapi, postgres=postgres)
 
 
 def apply_demo_schema(stack: Stack) -> None:
     """Create the demo tables in both databases (``include/sql/*/demo_schema.sql``, idempotent)."""
     sql_dir = project_home() / "include" / "sql"
-    with stack.service("postgres").connect("app", dbname="demo") as conn:  # type: ignore[attr-defined]
-        conn.execute((sql_dir / "postgres" / "demo_schema.sql").read_text())
+    with app_sql(stack, "postgres") as sql:
+        sql.conn.execute((sql_dir / "postgres" / "demo_schema.sql").read_text())
     text = (sql_dir / "mariadb" / "demo_schema.sql").read_text()
     statements = [
         s
         for s in text.split(";")
         if s.strip() and not all(line.strip().startswith("--") or not line.strip() for line in s.splitlines())
     ]
-    with stack.service("mariadb").connect("app", database="demo") as conn, conn.cursor() as cur:  # type: ignore[attr-defined]
+    with app_sql(stack, "mariadb") as sql, sql.conn.cursor() as cur:
         for statement in statements:
             cur.execute(statement)

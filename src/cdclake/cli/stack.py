@@ -122,17 +122,11 @@ def logs(
     state_dir: Optional[Path] = StateDir,  # noqa: UP045
 ) -> None:
     """Print the last lines of a service's log."""
-    svc = _stack(state_dir).service(service)
-    typer.echo(svc.process.tail(lines))
+    process = _stack(state_dir).service(service).process
+    typer.echo(process.tail(lines))
     if follow:
-        with open(svc.log_file, encoding="utf-8", errors="replace") as fh:
-            fh.seek(0, 2)
-            while True:
-                line = fh.readline()
-                if line:
-                    typer.echo(line, nl=False)
-                else:
-                    time.sleep(0.5)
+        for line in process.follow():
+            typer.echo(line, nl=False)
 
 
 @app.command()

@@ -10,7 +10,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -226,6 +226,27 @@ class ManagedProcess:
             fh.seek(max(0, size - 256 * 1024))
             data = fh.read().decode("utf-8", errors="replace")
         return "\n".join(data.splitlines()[-lines:])
+
+    def follow(self, poll_s: float = 0.5) -> Iterator[str]:
+        """The lines written to the log file from this call on, as they come (endless; ``poll_s`` between
+        reads that find nothing new; closing the iterator closes the file).
+
+        Raises:
+            FileNotFoundError: when the log file does not exist.
+        """
+        fh = open(self.log_file, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed by the iterator
+        fh.seek(0, os.SEEK_END)
+
+        def lines() -> Iterator[str]:
+            with fh:
+                while True:
+                    line = fh.readline()
+                    if line:
+                        yield line
+                    else:
+                        time.sleep(poll_s)
+
+        return lines()
 
 
 def _alive(pid: int) -> bool:

@@ -101,3 +101,16 @@ def test_stop_finds_orphans_by_their_tag(tmp_path: Path) -> None:
     assert _alive(orphan)
     assert not proc.stop(timeout_s=5)  # the main process is gone, its orphan is stopped all the same
     assert not _alive(orphan)
+
+
+def test_follow_yields_the_lines_written_after_it_started(tmp_path: Path) -> None:
+    proc, _ = _process(tmp_path)
+    proc.log_file.write_text("before\n")
+    lines = proc.follow(poll_s=0.01)
+    with open(proc.log_file, "a") as fh:
+        fh.write("first\n")
+        fh.flush()
+        assert next(lines) == "first\n"  # opened at the end: "before" is not shown again
+        fh.write("second\n")
+    assert next(lines) == "second\n"
+    lines.close()

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from cdclake.demo.pipeline import DemoReport, Reporter, run_demo
-from cdclake.monitor import percentile
 from cdclake.stack import Stack, StackConfig
 
 console = Console()
@@ -19,14 +16,13 @@ class _ConsoleReporter(Reporter):
     """Each step as a line, its progress below it, then what it did and how long it took."""
 
     def start(self, title: str) -> None:
-        self.t0 = time.monotonic()
         console.print(f"[bold cyan]▸[/] {title}", highlight=False)
 
     def status(self, text: str) -> None:
         console.print(f"  [dim]· {text}[/]", highlight=False)
 
-    def done(self, text: str) -> None:
-        console.print(f"  [green]✓[/] {text} [dim]({time.monotonic() - self.t0:.1f}s)[/]", highlight=False)
+    def done(self, text: str, seconds: float) -> None:
+        console.print(f"  [green]✓[/] {text} [dim]({seconds:.1f}s)[/]", highlight=False)
 
 
 def demo(
@@ -62,8 +58,7 @@ def _print_report(report: DemoReport) -> None:
             v.sample_keys or (v.note or ""),
         )
     console.print(table)
-    fresh = report.freshness_s
-    p50, worst = percentile(fresh, 0.5), max(fresh, default=None)
+    p50, worst = report.freshness_p50, report.freshness_max
     console.print(
         "batches committed: "
         + ", ".join(
@@ -73,7 +68,8 @@ def _print_report(report: DemoReport) -> None:
     )
     if p50 is not None and worst is not None:
         console.print(
-            f"freshness, source commit to visible in the lake: p50 {p50:.1f}s, max {worst:.1f}s over {len(fresh)} rows",
+            "freshness, source commit to visible in the lake: "
+            f"p50 {p50:.1f}s, max {worst:.1f}s over {len(report.freshness_s)} rows",
             highlight=False,
         )
     if report.snapshot_runs:

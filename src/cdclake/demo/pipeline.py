@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from cdclake.lake.names import catalog_identifier, spec_table_identifier
 from cdclake.connectors import ConnectorSpec, load_spec
 from cdclake.demo.database import app_sql, apply_demo_schema
 from cdclake.demo.workload import DEMO_ID_BASE, ShopWorkload, StepResult
 from cdclake.exceptions import CdcError, StackError
+from cdclake.lake.names import catalog_identifier, spec_table_identifier
+from cdclake.monitor import percentile
 from cdclake.stack import Stack
 
 logger = logging.getLogger(__name__)
@@ -51,13 +52,16 @@ class Reporter:
     """How the demo shows its progress (the CLI prints it; the default logs it)."""
 
     def start(self, title: str) -> None:
+        """A step begins."""
         logger.info("demo: %s", title)
 
     def status(self, text: str) -> None:
+        """Progress within the current step."""
         logger.info("demo:   %s", text)
 
-    def done(self, text: str) -> None:
-        logger.info("demo:   done: %s", text)
+    def done(self, text: str, seconds: float) -> None:
+        """The current step did ``text`` in ``seconds``."""
+        logger.info("demo:   done: %s (%.1fs)", text, seconds)
 
 
 @dataclass
@@ -98,6 +102,16 @@ class DemoReport:
     @property
     def different(self) -> list[TableVerdict]:
         return [v for v in self.verdicts if v.status == "different"]
+
+    @property
+    def freshness_p50(self) -> float | None:
+        """Median seconds from a row's source commit to its visibility in the lake (None: no row measured)."""
+        return percentile(self.freshness_s, 0.5)
+
+    @property
+    def freshness_max(self) -> float | None:
+        """The longest a measured row took from its source commit to its visibility in the lake."""
+        return max(self.freshness_s, default=None)
 
 
 def run_demo(
@@ -161,7 +175,7 @@ class _Demo:
         elapsed = time.monotonic() - t0
         if hasattr(self, "report"):
             self.report.steps_s[title] = elapsed
-        self.out.done(result)
+        self.out.done(result, elapsed)
 
     # -- steps -----------------------------------------------------------------------------------
 

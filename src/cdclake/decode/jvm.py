@@ -3,9 +3,9 @@
 Parsing and converting a record is the per-record work of decoding, and it runs in the JVM: one Java function
 (``dev.cdclake.decode.spark.DecodeFunction``) reads a record's value with a streaming JSON parser, checks every
 value against its column's wire type and converts it to the planned Spark type, and returns one struct of the
-outputs the plan names. Everything else (discovery, planning, the output frames, dead letters) is
-:mod:`cdclake.decode.pipeline`'s. The jar is built from source by ``make jars`` into ``.cache/jvm/spark`` with the
-other jars every cdclake Spark session loads.
+outputs the plan names. Everything else (discovery, planning, the output frames, dead letters) is done in
+Python by the other modules of :mod:`cdclake.decode`. The jar is built from source by ``make jars`` into
+``.cache/jvm/spark`` with the other jars every cdclake Spark session loads.
 
 A plan is JSON: ``kind`` (``data`` or ``schema_change``), the dialect's ``position`` rule, converter settings
 and, for data topics, the columns' codecs (:meth:`cdclake.decode.connect.RowPlan.codecs`); ``outputs`` lists
@@ -24,6 +24,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from cdclake.decode.columns import META_COLUMNS, Origin
 from cdclake.exceptions import NotInstalledError
 
 if TYPE_CHECKING:
@@ -34,28 +35,11 @@ DECODE_FUNCTION_CLASS = "dev.cdclake.decode.spark.DecodeFunction"
 _S = T.StringType()
 
 #: Spark type of each non-column output of a decoder (``data`` stands for the columns, ``before`` is typed by
-#: the caller: the row type of a relational table, text for a document store).
+#: the caller: the row type of a relational table, text for a document store). The outputs that are metadata
+#: columns of the change rows have those columns' types (:mod:`cdclake.decode.columns`).
 OUTPUT_TYPES: dict[str, T.DataType] = {
     "document": _S,
-    "op": _S,
-    "position": T.ArrayType(T.DecimalType(38, 0)),
-    "source_ts": T.TimestampType(),
-    "tx_id": _S,
-    "tx_total_order": T.LongType(),
-    "tx_data_collection_order": T.LongType(),
-    "snapshot": _S,
-    "connector": _S,
-    "db": _S,
-    "schema": _S,
-    "table": _S,
-    "keep_columns": T.ArrayType(_S),
-    "patch": _S,
-    "filter": _S,
-    "updated_fields": _S,
-    "removed_fields": T.ArrayType(_S),
-    "truncated_arrays": T.ArrayType(T.StructType([T.StructField("field", _S), T.StructField("size", T.IntegerType())])),
-    "message_prefix": _S,
-    "message_content": T.BinaryType(),
+    **{c.source: c.type for c in META_COLUMNS if c.origin is Origin.DECODER and c.source and c.type is not None},
     "reason": _S,
     "invalid": T.BooleanType(),
     "unsampled": T.BooleanType(),

@@ -2,15 +2,7 @@
 
 from __future__ import annotations
 
-#: Metadata columns of every upsert table (after the source columns).
-META_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("_cdc_op", "STRING"),
-    ("_cdc_source_ts", "TIMESTAMP"),
-    ("_cdc_position", "ARRAY<DECIMAL(38,0)>"),
-    ("_cdc_tx_id", "STRING"),
-    ("_cdc_topic", "STRING"),
-    ("_cdc_partition", "INT"),
-    ("_cdc_offset", "BIGINT"),
-    ("_cdc_ingested_at", "TIMESTAMP"),
-)
-META_NAMES = tuple(name for name, _ in META_COLUMNS)
+from cdclake.decode.columns import LAKE_META_COLUMNS as META_COLUMNS
+from cdclake.decode.columns import LAKE_META_NAMES as META_NAMES
+
+__all__ = ["META_COLUMNS", "META_NAMES"]

@@ -1,12 +1,14 @@
 """Decode Debezium change events (Kafka Connect JsonConverter) from Kafka records into typed Spark DataFrames.
 
-Public API: :func:`decode_records`, :func:`decode_counted`, :class:`DecodeOptions`, :class:`DecodedBatch`, :class:`TableId`,
-:class:`TableInfo`, :class:`RecordSampler`, the schema sources, and :func:`read_jsonl` for captured fixtures. See docs/decoding.md.
+Public API: :func:`decode_records`, :func:`decode_counted`, :class:`DecodeOptions`, :class:`DecodedBatch`,
+:class:`DecodeCounts`, :class:`TableId`, :class:`TableInfo`, :class:`RecordSampler`, the schema sources, and
+:func:`read_jsonl` for captured fixtures. See docs/decoding.md.
 """
 
 from __future__ import annotations
 
 from cdclake.decode.batch import DecodedBatch, TableInfo
+from cdclake.decode.counts import DecodeCounts
 from cdclake.decode.options import DecodeOptions, RecordFormat, TableId
 from cdclake.decode.pipeline import decode_counted, decode_records
 from cdclake.decode.records import (
@@ -22,6 +24,7 @@ __all__ = [
     "KAFKA_RECORD_SCHEMA",
     "STRING_RECORD_SCHEMA",
     "ConnectSchemaSource",
+    "DecodeCounts",
     "DecodeOptions",
     "DecodedBatch",
     "NoSchemaSource",

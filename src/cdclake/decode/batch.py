@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
+from cdclake.decode.columns import TOPIC
+from cdclake.decode.counts import DATA, NO_OP, OPS, DecodeCounts, count, counted
 from cdclake.decode.options import TableId
-from cdclake.exceptions import UnsampledRecordsError
 
 if TYPE_CHECKING:
     from pyspark import StorageLevel
@@ -24,28 +25,11 @@ if TYPE_CHECKING:
 #: staged topic's own.
 RAW_RECORD = ("_raw_key", "_raw_value")
 
-#: The categories :meth:`DecodedBatch.counts` always reports (besides ``data`` and one per table and op).
-COUNTED = (
-    "tombstones",
-    "heartbeats",
-    "notifications_skipped",
-    "schema_history_skipped",
-    "signals_skipped",
-    "watermarks_skipped",
-    "transactions",
-    "schema_changes",
-    "dead_letters",
-)
-
 #: The output holding the record's topic (a constant of each :class:`StagedTopic`, not stored in its frame).
-TOPIC_OUTPUT = "_cdc_topic"
+TOPIC_OUTPUT = TOPIC.name
 
 #: ``_reason`` of a record with a null value (a Kafka tombstone): counted, neither a change row nor a dead letter.
 TOMBSTONE = "tombstone"
-
-#: Start of the error a decoding pass raises for a record that a discovery from a sample alone did not
-#: foresee (see :class:`cdclake.exceptions.UnsampledRecordsError`).
-UNSAMPLED_MARKER = "cdclake-unsampled-records:"
 
 
 @dataclass(frozen=True)
@@ -68,10 +52,6 @@ class TableInfo:
     key_columns: tuple[str, ...]
     schema: StructType
     schema_versions: int = 1
-
-
-#: Ops counted by :class:`TableStats`.
-STAT_OPS = ("c", "r", "u", "d", "t", "m")
 
 
 @dataclass(frozen=True)
@@ -100,7 +80,7 @@ class TableStats:
         """The aggregate columns the stats are read from (:meth:`from_row`), over ``rows`` (default: all)."""
         pick = (lambda c: F.when(rows, c)) if rows is not None else (lambda c: c)
         return [
-            *[F.count_if(pick(F.col("_cdc_op") == op)).alias(op) for op in STAT_OPS],
+            *[F.count_if(pick(F.col("_cdc_op") == op)).alias(op) for op in OPS],
             F.max(pick(F.col("_cdc_position"))).alias("top"),
             F.max(pick(F.when(F.col("_cdc_op") == "t", F.col("_cdc_position")))).alias("truncate"),
             F.array_distinct(F.flatten(F.collect_set(pick(F.col("_cdc_keep_columns"))))).alias("keep"),
@@ -112,7 +92,7 @@ class TableStats:
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> TableStats:
         return cls(
-            events={op: int(row[op]) for op in STAT_OPS if row[op]},
+            events={op: int(row[op]) for op in OPS if row[op]},
             watermark=[int(x) for x in row["top"]] if row["top"] is not None else None,
             truncate=[int(x) for x in row["truncate"]] if row["truncate"] is not None else None,
             keep=sorted(row["keep"] or []),
@@ -139,6 +119,11 @@ class TableStats:
             source_ts_first=min((p.source_ts_first for p in parts if p.source_ts_first), default=None),
             source_ts_last=max((p.source_ts_last for p in parts if p.source_ts_last), default=None),
         )
+
+
+def barrier() -> Column:
+    """A free nondeterministic column: a filter above the projection holding it is not pushed below it."""
+    return F.spark_partition_id().alias("_barrier")
 
 
 def behind_barrier(condition: Column) -> Column:
@@ -191,22 +176,23 @@ class StagedTopic:
         topic = F.lit(self.topic).alias(TOPIC_OUTPUT)
         return self.frame.where(usable).select(*[topic if c == TOPIC_OUTPUT else column(c) for c in self.outputs])
 
-    def categories(self, observation: Observation | None = None) -> DataFrame:
-        """Per record, what :meth:`DecodedBatch.counts` counts it as: ``c`` (``data:<table>:<op>``, ...).
+    def categories(self, table: int, observation: Observation | None = None) -> DataFrame:
+        """The counting frame of the records (:func:`cdclake.decode.counts.counted`): change rows (of table
+        number ``table``), tombstones and dead letters.
 
         With an ``observation``, the same pass observes the :class:`TableStats` of the change rows.
         """
-        data = F.concat(F.lit(f"data:{self.table_id.name}:"), F.coalesce(F.col("_cdc_op"), F.lit("None")))
         category = (
             F.when(F.col("_reason") == F.lit(TOMBSTONE), F.lit("tombstones"))
             .when(self.undecodable(), F.lit("dead_letters"))
-            .otherwise(data)
+            .otherwise(F.lit(DATA))
         )
+        op = F.when(category == F.lit(DATA), F.coalesce(F.col("_cdc_op"), F.lit(NO_OP)))
         frame = self.frame
         if observation is not None:
             change_row = F.col("_reason").isNull() & ~F.col("_invalid")
             frame = frame.observe(observation, *TableStats.aggregates(change_row))
-        return frame.select(category.alias("c"))
+        return counted(frame, category, table, op)
 
     def dead(self) -> DataFrame:
         """The undecodable records: ``topic, partition, offset, key, value, reason``."""
@@ -259,7 +245,7 @@ class DecodedBatch:
     transactions: DataFrame
     schema_changes: DataFrame
     dead_letters: DataFrame
-    #: what the records of non-data topics count as: one column ``c`` (see :meth:`counts`)
+    #: the counting frames of the records of non-data topics (see :meth:`counts`)
     _categories: list[DataFrame] = field(default_factory=list)
     schema_cuts: dict[tuple[str, int], int] = field(default_factory=dict)
     schema_cut_reasons: dict[str, str] = field(default_factory=dict)
@@ -297,50 +283,26 @@ class DecodedBatch:
             frame.unpersist()
         self._persisted.clear()
 
-    def counts(self) -> dict[str, int]:
-        """Count every category in one Spark job, a single stage with no shuffle: the pass over the union of
-        the categories writes nothing and observes a count per category (and each table's :class:`TableStats`).
+    def counts(self) -> DecodeCounts:
+        """Count every record in one Spark job (:func:`cdclake.decode.counts.count`), which also observes each
+        table's :class:`TableStats`.
 
         Every record of the batch is in exactly one category: the data topics' projections give change rows,
-        tombstones and dead letters; the other topics' frames (built by the decoder) give the rest.
-
-        Returns:
-            ``data:<table name>:<op>`` per table and op, ``data`` (all change rows), ``tombstones``,
-            ``heartbeats``, ``notifications_skipped``, ``schema_history_skipped``, ``signals_skipped``,
-            ``watermarks_skipped``, ``transactions``, ``schema_changes``, ``dead_letters``.
+        tombstones and dead letters; the other topics' counting frames (built by the decoder) give the rest.
 
         Raises:
             UnsampledRecordsError: the batch was decoded from a discovery sample that missed some of its
                 records (a topic or a schema version); decode it with ``sample_only=False``.
         """
+        tables = list(dict.fromkeys(s.table_id for s in self._staged))
         observations = [Observation(f"cdclake-stats-{uuid.uuid4().hex}") for _ in self._staged]
-        frames = [*(s.categories(o) for s, o in zip(self._staged, observations, strict=True)), *self._categories]
-        names = [*COUNTED, *{f"data:{s.table_id.name}:{op}": None for s in self._staged for op in (*STAT_OPS, "None")}]
-        counted = Observation(f"cdclake-counts-{uuid.uuid4().hex}")
-        category = F.col("c")
-        union = reduce(DataFrame.union, frames).observe(
-            counted,
-            *[F.count_if(category == F.lit(name)).alias(f"n{i}") for i, name in enumerate(names)],
-            F.count_if(~category.isin(*names)).alias("unnamed"),
-        )
-        try:
-            union.write.format("noop").mode("overwrite").save()
-        except Exception as exc:  # a Spark error, converted by PySpark (or not, on older builds)
-            if UNSAMPLED_MARKER not in str(exc):
-                raise
-            message = str(exc).split(UNSAMPLED_MARKER, 1)[1].split("SQLSTATE", 1)[0].strip()
-            raise UnsampledRecordsError(message) from None
-        seen = counted.get
-        if seen["unnamed"]:  # a category this method did not foresee: count them all by name (another pass)
-            rows = reduce(DataFrame.union, frames).groupBy("c").agg(F.count(F.lit(1)).alias("n")).collect()
-            found = {row["c"]: int(row["n"]) for row in rows}
-        else:
-            found = {name: int(seen[f"n{i}"]) for i, name in enumerate(names) if seen[f"n{i}"]}
+        frames = [
+            *(s.categories(tables.index(s.table_id), o) for s, o in zip(self._staged, observations, strict=True)),
+            *self._categories,
+        ]
+        counts = count(frames, tables)
         parts: dict[TableId, list[TableStats]] = {}
         for staged, observation in zip(self._staged, observations, strict=True):
             parts.setdefault(staged.table_id, []).append(TableStats.from_row(observation.get))
         self._stats = {table_id: TableStats.combine(p) for table_id, p in parts.items()}
-        out = {name: found.pop(name, 0) for name in COUNTED}
-        out.update(found)
-        out["data"] = sum(found.values())
-        return out
+        return counts

@@ -10,7 +10,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from cdclake.decode import DecodeOptions, decode_records, records_from_dicts
-from cdclake.decode.pipeline import _SAMPLE_EVERY, _fingerprint, _known_schemas, _schema_text
+from cdclake.decode.discovery import SAMPLE_EVERY, fingerprint, known_schemas
+from cdclake.decode.layout import schema_text
 
 pytestmark = pytest.mark.spark
 
@@ -34,17 +35,17 @@ def test_fingerprint_of_known_schemas_equals_the_hash_of_the_schema_text(spark: 
         record(t1, 3, value("mysql", {"id": 4, "a": "w"}, row_fields=V1)),  # spaced V1, never sampled
         record(t1, 4, odd),
         record(t1, 5, None),
-        record(t2, _SAMPLE_EVERY, value("postgresql", {"id": 1, "a": "x"}, row_fields=V1)),  # sampled: spaced
-        record(t2, _SAMPLE_EVERY + 1, value("postgresql", {"id": 2, "a": "y"}, row_fields=V1)),
-        record(t2, _SAMPLE_EVERY + 2, value("postgresql", {"id": 3, "a": 3}, row_fields=V3)),
+        record(t2, SAMPLE_EVERY, value("postgresql", {"id": 1, "a": "x"}, row_fields=V1)),  # sampled: spaced
+        record(t2, SAMPLE_EVERY + 1, value("postgresql", {"id": 2, "a": "y"}, row_fields=V1)),
+        record(t2, SAMPLE_EVERY + 2, value("postgresql", {"id": 3, "a": 3}, row_fields=V3)),
     ]
     recs = records_from_dicts(spark, rows).withColumn("value", F.col("value").cast("string"))
-    known = _known_schemas(recs)
+    known = known_schemas(recs)
     assert sorted(known) == [t1, t2] and all(len(v) == 1 for v in known.values())
     got = recs.select(
         "offset",
-        _fingerprint(F.col("value"), known).alias("fast"),
-        F.xxhash64(_schema_text(F.col("value"))).alias("hash"),
+        fingerprint(F.col("value"), known).alias("fast"),
+        F.xxhash64(schema_text(F.col("value"))).alias("hash"),
     ).collect()
     assert [(r["offset"], r["fast"]) for r in got] == [(r["offset"], r["hash"]) for r in got]
     fingerprints = {r["offset"]: r["fast"] for r in got}

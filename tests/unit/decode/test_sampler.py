@@ -192,15 +192,15 @@ def test_tombstones_and_skipped_topics_count_the_same_by_sample_and_by_pass(spar
         assert batch.discovery == "sample"
         assert counts == by_pass
         assert (counts["data"], counts["tombstones"], counts["transactions"], counts["heartbeats"]) == (2, 3, 2, 2)
-        assert sum(n for k, n in counts.items() if k != "data" and not k.startswith("data:")) + counts["data"] == 9
+        assert sum(n for k, n in counts.records.items() if k != "data") + counts["data"] == 9
     finally:
         batch.release()
 
 
 def test_the_driver_and_spark_cut_the_same_schema_prefix(spark: SparkSession) -> None:
-    """Discovery from the sample cuts each record's schema text in the driver (_schema_prefix_text); a pass
-    cuts it in Spark (_schema_prefix); the decoder skips that prefix, so both must agree byte for byte."""
-    from cdclake.decode.pipeline import _schema_prefix, _schema_prefix_text
+    """Discovery from the sample cuts each record's schema text in the driver (schema_prefix_text); a pass
+    cuts it in Spark (schema_prefix); the decoder skips that prefix, so both must agree byte for byte."""
+    from cdclake.decode.layout import schema_prefix, schema_prefix_text
 
     schema = {"type": "struct", "fields": [{"field": "id", "type": "int32"}], "name": "k.Value"}
     compact = json.dumps({"schema": schema, "payload": {"id": 1}}, separators=(",", ":"))
@@ -213,11 +213,9 @@ def test_the_driver_and_spark_cut_the_same_schema_prefix(spark: SparkSession) ->
         '{"id": 4}',  # schemas off
         "é" + compact,  # not an envelope start
     ]
-    got = spark.createDataFrame([(v,) for v in values], "value string").select(
-        _schema_prefix(F.col("value")).alias("p")
-    )
+    got = spark.createDataFrame([(v,) for v in values], "value string").select(schema_prefix(F.col("value")).alias("p"))
     in_spark = [r["p"] for r in got.collect()]
-    in_driver = [_schema_prefix_text(v) for v in values]
+    in_driver = [schema_prefix_text(v) for v in values]
     assert in_driver == in_spark
     assert in_driver[0] == compact[: compact.index(',"payload":') + len(',"payload":')]
     assert in_driver[1] is not None and in_driver[1].endswith(', "payload": ')

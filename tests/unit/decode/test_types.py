@@ -12,7 +12,7 @@ from decode_helpers import assert_frame_rows, key, record, topic_of, value
 from pyspark.sql import Row, SparkSession
 from pyspark.sql import types as T
 
-from cdclake.decode import ConnectSchemaSource, DecodeOptions, decode_records, records_from_dicts
+from cdclake.decode import ConnectSchemaSource, DecodeOptions, TableId, decode_records, records_from_dicts
 from cdclake.decode.reference import encode_unscaled
 
 pytestmark = pytest.mark.spark
@@ -207,8 +207,8 @@ def test_key_move_headers_and_tombstone(spark: SparkSession) -> None:
     )
     counts = batch.counts()
     assert counts["tombstones"] == 1
-    assert counts["data:my.app.t:d"] == 1
-    assert counts["data:my.app.t:c"] == 1
+    assert counts.table_ops(TableId(server="my", namespace="app", table="t"))["d"] == 1
+    assert counts.table_ops(TableId(server="my", namespace="app", table="t"))["c"] == 1
 
 
 @pytest.mark.parametrize(

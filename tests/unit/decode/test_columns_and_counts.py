@@ -1,0 +1,74 @@
+"""The metadata columns' one definition (cdclake.decode.columns) is what the change rows carry, and the typed
+counts (DecodeCounts) answer per category and per table and op."""
+
+from __future__ import annotations
+
+import pytest
+from decode_helpers import key, record, topic_of, value
+from pyspark.sql import SparkSession
+
+from cdclake.decode import DecodeCounts, DecodeOptions, TableId, decode_records, records_from_dicts
+from cdclake.decode.columns import BY_NAME, LAKE_META_COLUMNS, Origin, change_columns
+from cdclake.decode.counts import COUNTED
+
+
+def test_the_lake_columns_are_named_and_typed_from_the_definitions() -> None:
+    assert LAKE_META_COLUMNS == (
+        ("_cdc_op", "STRING"),
+        ("_cdc_source_ts", "TIMESTAMP"),
+        ("_cdc_position", "ARRAY<DECIMAL(38,0)>"),
+        ("_cdc_tx_id", "STRING"),
+        ("_cdc_topic", "STRING"),
+        ("_cdc_partition", "INT"),
+        ("_cdc_offset", "BIGINT"),
+        ("_cdc_ingested_at", "TIMESTAMP"),
+    )
+    assert BY_NAME["_cdc_ingested_at"].origin is Origin.INGEST
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("connector", ["postgresql", "mysql", "mongodb"])
+def test_change_rows_carry_the_defined_metadata_columns_in_order(spark: SparkSession, connector: str) -> None:
+    if connector == "mongodb":  # the document is extended-JSON text
+        text = value(connector, None, extra={"after": '{"_id": 1}'})
+    else:
+        text = value(connector, {"id": 1}, row_fields=[{"field": "id", "type": "int32"}])
+    rows = [record(topic_of(connector), 0, text, key({"id": 1}))]
+    batch = decode_records(records_from_dicts(spark, rows), options=DecodeOptions())
+    (frame,) = batch.tables.values()
+    document = connector == "mongodb"
+    expected = change_columns(
+        document_store=document, before=not document, key=True, messages=connector == "postgresql"
+    )
+    meta = [fld for fld in frame.schema.fields if fld.name.startswith("_cdc_")]
+    assert [fld.name for fld in meta] == [c.name for c in expected]
+    for fld, column in zip(meta, expected, strict=True):
+        if column.type is not None:
+            assert fld.dataType == column.type, fld.name
+
+
+def test_decode_counts_by_category_and_by_table_and_op() -> None:
+    table, other = TableId(server="my", namespace="app", table="t"), TableId(table="u")
+    counts = DecodeCounts({**dict.fromkeys(COUNTED, 0), "tombstones": 2, "data": 3}, {table: {"c": 2, "d": 1}})
+    assert (counts["data"], counts["tombstones"], counts["dead_letters"], counts["no_such_category"]) == (3, 2, 0, 0)
+    assert counts.table_ops(table) == {"c": 2, "d": 1}
+    assert counts.table_ops(other) == {}
+    assert counts.as_dict() == {**dict.fromkeys(COUNTED, 0), "tombstones": 2, "data": 3}
+
+
+@pytest.mark.spark
+def test_the_counting_pass_counts_change_rows_per_table_and_op(spark: SparkSession) -> None:
+    pg, my = topic_of("postgresql"), topic_of("mysql")
+    fields = [{"field": "id", "type": "int32"}]
+    rows = [
+        record(pg, 0, value("postgresql", {"id": 1}, op="c", row_fields=fields), key({"id": 1})),
+        record(pg, 1, value("postgresql", {"id": 1}, op="u", row_fields=fields), key({"id": 1})),
+        record(pg, 2, None, key({"id": 1})),
+        record(my, 0, value("mysql", {"id": 1}, op="r", row_fields=fields), key({"id": 1})),
+        record(my, 1, "not json", key({"id": 2})),
+    ]
+    counts = decode_records(records_from_dicts(spark, rows), options=DecodeOptions()).counts()
+    assert (counts["data"], counts["tombstones"], counts["dead_letters"]) == (3, 1, 1)
+    assert list(counts.as_dict()) == [*COUNTED, "data"]
+    assert counts.table_ops(TableId(server="pg", namespace="public", table="t")) == {"c": 1, "u": 1}
+    assert counts.table_ops(TableId(server="my", namespace="app", table="t")) == {"r": 1}

@@ -29,10 +29,11 @@ from pathlib import Path
 
 from cdclake.exceptions import CdcError
 from cdclake.paths import jvm_dir
+from cdclake.settings import Settings, settings
 
 logger = logging.getLogger(__name__)
 
-CDS_ENV = "CDC_SPARK_CDS"
+CDS_ENV = Settings.env_name("spark_cds")
 ARCHIVE_PREFIX = "spark-"
 ARCHIVE_SUFFIX = ".jsa"
 #: Options that map an archive when it fits the JVM and its class path, and start without it, quietly, if not.
@@ -88,7 +89,7 @@ def archive_path() -> Path | None:
 
 def enabled() -> bool:
     """False when ``$CDC_SPARK_CDS`` is ``off`` (or ``0``, ``false``, ``no``)."""
-    return os.environ.get(CDS_ENV, "auto").strip().lower() not in ("off", "0", "false", "no")
+    return settings().spark_cds != "off"
 
 
 def driver_options() -> list[str]:

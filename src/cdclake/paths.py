@@ -1,6 +1,6 @@
 """Where cdclake finds its project files and git-ignored state.
 
-Every location can be overridden by an environment variable:
+Every location can be overridden by an environment variable (read by :mod:`cdclake.settings`):
 
 ==================  ==============================  ==========================================
 variable            default                         holds
@@ -14,33 +14,28 @@ variable            default                         holds
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from cdclake.exceptions import NotInstalledError
-
-CDC_HOME_ENV = "CDC_HOME"
-CDC_JVM_DIR_ENV = "CDC_JVM_DIR"
-CDC_STACK_DIR_ENV = "CDC_STACK_DIR"
-CDC_LAKE_DIR_ENV = "CDC_LAKE_DIR"
+from cdclake.settings import Settings, settings
 
 
 def _looks_like_home(path: Path) -> bool:
     return (path / "pyproject.toml").is_file() and (path / "jvm" / "pom.xml").is_file()
 
 
-def project_home() -> Path:
+def project_home(config: Settings | None = None) -> Path:
     """Return the cdclake project directory.
 
-    Order: ``$CDC_HOME``; the current directory or one of its parents; the checkout this package
-    was installed from (editable install).
+    Order: ``CDC_HOME`` (of ``config``, default :func:`cdclake.settings.settings`); the current directory or
+    one of its parents; the checkout this package was installed from (editable install).
 
     Raises:
         NotInstalledError: when no project directory can be found.
     """
-    env = os.environ.get(CDC_HOME_ENV)
-    if env:
-        return Path(env).resolve()
+    home = (config or settings()).home
+    if home:
+        return home.resolve()
     cwd = Path.cwd().resolve()
     for candidate in (cwd, *cwd.parents):
         if _looks_like_home(candidate):
@@ -51,28 +46,29 @@ def project_home() -> Path:
             return candidate
     raise NotInstalledError(
         "cannot find the cdclake project directory (with pyproject.toml and jvm/pom.xml); "
-        f"run from the checkout or set {CDC_HOME_ENV}"
+        "run from the checkout or set CDC_HOME"
     )
 
 
-def _dir_from_env(env: str, default: str) -> Path:
-    value = os.environ.get(env)
-    return Path(value).resolve() if value else project_home() / default
+def _location(config: Settings | None, name: str, default: str) -> Path:
+    config = config or settings()
+    value: Path | None = getattr(config, name)
+    return value.resolve() if value else project_home(config) / default
 
 
-def jvm_dir() -> Path:
+def jvm_dir(config: Settings | None = None) -> Path:
     """Directory holding the resolved JVM dependencies (``kafka/``, ``connect-plugins/``, ``spark/``)."""
-    return _dir_from_env(CDC_JVM_DIR_ENV, ".cache/jvm")
+    return _location(config, "jvm_dir", ".cache/jvm")
 
 
-def stack_dir() -> Path:
+def stack_dir(config: Settings | None = None) -> Path:
     """State directory of the local stack."""
-    return _dir_from_env(CDC_STACK_DIR_ENV, ".stack")
+    return _location(config, "stack_dir", ".stack")
 
 
-def lake_dir() -> Path:
+def lake_dir(config: Settings | None = None) -> Path:
     """Directory of the embedded lake (catalog database and warehouse)."""
-    return _dir_from_env(CDC_LAKE_DIR_ENV, ".lake")
+    return _location(config, "lake_dir", ".lake")
 
 
 def jars_in(subdir: str) -> list[Path]:

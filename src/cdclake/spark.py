@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from cdclake.lake.catalog import LakeConfig
 from cdclake.paths import jars_in
+from cdclake.settings import settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -144,10 +145,10 @@ def build_spark_session(
     # Under spark-submit (which sets PYSPARK_GATEWAY_PORT) the master given to spark-submit wins.
     conf = session_conf(lake, extra_conf)
     if master or not os.environ.get("PYSPARK_GATEWAY_PORT"):
-        builder = builder.master(master or os.environ.get("CDC_SPARK_MASTER", "local[*]"))
+        builder = builder.master(master or settings().spark_master)
         # the JVM this process launches (under spark-submit, --driver-memory decides); 2 GiB holds a
         # 1M-event batch (docs/benchmarks.md)
-        builder = builder.config("spark.driver.memory", os.environ.get("CDC_SPARK_DRIVER_MEMORY", "2g"))
+        builder = builder.config("spark.driver.memory", settings().spark_driver_memory)
         if "spark.driver.extraJavaOptions" not in (extra_conf or {}):
             conf = with_driver_options(conf, local_driver_options() if driver_options is None else driver_options)
     for key, value in conf.items():

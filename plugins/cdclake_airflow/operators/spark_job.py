@@ -18,14 +18,13 @@ from cdclake.ingest.lock import LOCK_LABEL_ENV
 from cdclake.lake import LakeConfig
 from cdclake.orchestration import job_application, run_file
 from cdclake.orchestration.deployment import spark_pool
+from cdclake.settings import settings
 from cdclake.spark import session_conf, spark_jars, with_driver_options
-
-RUN_DIR_ENV = "CDC_RUN_DIR"
 
 
 def run_dir() -> Path:
     """Where per-run job summaries go: ``$CDC_RUN_DIR``, default ``<tmp>/cdclake-runs``."""
-    return Path(os.environ.get(RUN_DIR_ENV) or Path(tempfile.gettempdir()) / "cdclake-runs")
+    return settings().run_dir or Path(tempfile.gettempdir()) / "cdclake-runs"
 
 
 class CdcSparkJobOperator(SparkSubmitOperator):

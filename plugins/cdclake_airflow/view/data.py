@@ -7,7 +7,6 @@ of the page, and the rest of the page still renders.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -16,6 +15,7 @@ from cdclake.connect import ConnectorStatus, KafkaConnectClient
 from cdclake.connectors import ConnectorSpec, load_specs
 from cdclake.monitor import Batch, LakeMonitor, PartitionLag, kafka_lag
 from cdclake.orchestration.deployment import enabled_specs
+from cdclake.settings import settings
 
 log = logging.getLogger(__name__)
 
@@ -239,5 +239,5 @@ def lag_of(view: SourceView) -> list[PartitionLag]:
 
 def environment_label() -> str:
     """Where the lake is, for the page header."""
-    kind = os.environ.get("CDC_LAKE_KIND", "embedded")
-    return f"lake: {os.environ.get('CDC_LAKE_URI') if kind == 'rest' else os.environ.get('CDC_LAKE_DIR', '.lake')}"
+    configured = settings()
+    return f"lake: {configured.lake_uri if configured.lake_kind == 'rest' else configured.lake_dir or '.lake'}"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 
 import typer
 from rich.console import Console
@@ -19,6 +18,7 @@ from cdclake.cli.demo import demo
 from cdclake.cli.ingest import ingest, replay
 from cdclake.cli.reconcile import reconcile
 from cdclake.exceptions import CdcError, SourceBusyError
+from cdclake.settings import settings
 
 app = typer.Typer(
     name="cdclake",
@@ -52,7 +52,7 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
     logging.basicConfig(
-        level=logging.DEBUG if verbose else getattr(logging, os.environ.get("CDC_LOG_LEVEL", "WARNING").upper()),
+        level=logging.DEBUG if verbose else getattr(logging, settings().log_level),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
 

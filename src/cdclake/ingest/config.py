@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 from cdclake.connectors.spec import ConnectorSpec, LakeMode, LakeOptions, SchemaPolicy
 from cdclake.decode.options import DecodeOptions, TableId
+from cdclake.settings import settings
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,8 @@ class SourceConfig:
         transaction_consistent: apply only complete transactions (when the connector provides
             transaction metadata; see :mod:`cdclake.ingest.transactions`).
         max_incomplete_age_s: seconds after which a still-incomplete transaction is applied and reported
-            (``CDC_TX_MAX_INCOMPLETE_AGE_S``, default 600).
+            (default: ``CDC_TX_MAX_INCOMPLETE_AGE_S`` of :func:`cdclake.settings.settings` when the config is
+            built, 600 when unset).
     """
 
     name: str
@@ -33,7 +34,7 @@ class SourceConfig:
     tables: dict[str, LakeOptions] = field(default_factory=dict)
     signal_tables: frozenset[str] = frozenset()
     transaction_consistent: bool = True
-    max_incomplete_age_s: float = float(os.environ.get("CDC_TX_MAX_INCOMPLETE_AGE_S", "600"))
+    max_incomplete_age_s: float = field(default_factory=lambda: settings().tx_max_incomplete_age_s)
 
     @classmethod
     def from_spec(cls, spec: ConnectorSpec) -> SourceConfig:

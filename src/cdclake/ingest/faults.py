@@ -12,12 +12,14 @@ from __future__ import annotations
 import os
 import sys
 
-FAULT_ENV = "CDC_FAULT_AT"
+from cdclake.settings import Settings, settings
+
+FAULT_ENV = Settings.env_name("fault_at")
 
 
 def crash_point(point: str) -> None:
-    """Exit abruptly if ``CDC_FAULT_AT`` names this point."""
-    if os.environ.get(FAULT_ENV) == point:
+    """Exit abruptly if ``CDC_FAULT_AT`` (of this process's :func:`cdclake.settings.settings`) names this point."""
+    if settings().fault_at == point:
         sys.stderr.write(f"cdclake: injected crash at {point}\n")
         sys.stderr.flush()
         os._exit(137)

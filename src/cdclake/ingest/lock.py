@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from cdclake.exceptions import SourceBusyError
 from cdclake.lake.catalog import AUDIT_NAMESPACE
+from cdclake.settings import Settings, settings
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -299,7 +300,7 @@ def source_lock(
     Raises:
         SourceBusyError: when another run holds it for longer than ``wait_s``.
     """
-    lock = SourceLock(catalog, source, Owner.this_process(label or os.environ.get(LOCK_LABEL_ENV, "")))
+    lock = SourceLock(catalog, source, Owner.this_process(label or settings().lock_label))
     lock.acquire(wait_s, on_wait)
     try:
         yield lock
@@ -308,7 +309,7 @@ def source_lock(
 
 
 #: What the lock's holder is, shown to a run that waits for it (the Airflow operator sets it to the task run).
-LOCK_LABEL_ENV = "CDC_LOCK_LABEL"
+LOCK_LABEL_ENV = Settings.env_name("lock_label")
 
 
 def _boot_id() -> str:

@@ -32,9 +32,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from cdclake.exceptions import ConfigError, NotInstalledError, StackError
+from cdclake.exceptions import NotInstalledError, StackError
 from cdclake.lake import LakeConfig
 from cdclake.paths import lake_dir, project_home
+from cdclake.settings import interval_text, settings
 from cdclake.stack.base import Endpoint, Service
 from cdclake.stack.config import DEMO_DATABASE, StackConfig, password
 
@@ -54,10 +55,9 @@ ADMIN_USER = "admin"
 STACK_INGEST_INTERVAL = "1m"
 #: Task slots of the LocalExecutor: every Spark job is a driver JVM of its own, and the machine has 2 cores.
 PARALLELISM = 4
-#: The pool of the Spark job tasks, and its slots (``CDC_SPARK_SLOTS`` at ``stack up``): Spark drivers side by side
-#: on two cores each take several times longer than one after the other.
+#: The pool of the Spark job tasks; its slots are ``CDC_SPARK_SLOTS`` at ``stack up`` (default 1: Spark drivers side
+#: by side on two cores each take several times longer than one after the other).
 SPARK_POOL = "cdc_spark"
-SPARK_SLOTS_DEFAULT = 1
 #: The key of each component in ``GET /api/v2/monitor/health``.
 _HEALTH_KEYS = {"scheduler": "scheduler", "dag-processor": "dag_processor", "triggerer": "triggerer"}
 
@@ -209,20 +209,25 @@ class AirflowHome:
         return out.getvalue()
 
     def environment(self) -> dict[str, str]:
-        """What every component runs with: where Airflow and cdclake find their files, the sources, the lake."""
+        """What every component runs with: where Airflow and cdclake find their files, the sources, the lake.
+
+        The ingest schedule is this process's ``CDC_INGEST_INTERVAL`` when set, else :data:`STACK_INGEST_INTERVAL`.
+        """
+        configured = settings()
+        interval = interval_text(configured.ingest_interval) if "ingest_interval" in configured.explicit else None
         env = {
             "AIRFLOW_HOME": str(self.path),
             "AIRFLOW_CONFIG": str(self.config_file),
-            "CDC_HOME": str(project_home()),
+            "CDC_HOME": str(project_home(configured)),
             "CDC_STACK_DIR": str(self.config.state_dir),
             "CDC_SOURCES": ",".join(STACK_SOURCES),
-            "CDC_INGEST_INTERVAL": os.environ.get("CDC_INGEST_INTERVAL", STACK_INGEST_INTERVAL),
+            "CDC_INGEST_INTERVAL": interval or STACK_INGEST_INTERVAL,
             "CDC_SPARK_POOL": SPARK_POOL,
             "CDC_RUN_DIR": str(self.path / "runs"),
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         }
-        if os.environ.get("CDC_LAKE_KIND", "embedded") == "embedded":
-            env["CDC_LAKE_DIR"] = str(lake_dir())
+        if configured.lake_kind == "embedded":
+            env["CDC_LAKE_DIR"] = str(lake_dir(configured))
         return env
 
     def started_environment(self) -> dict[str, str]:
@@ -322,19 +327,12 @@ class AirflowHome:
 
 
 def spark_slots() -> int:
-    """``CDC_SPARK_SLOTS`` (default :data:`SPARK_SLOTS_DEFAULT`).
+    """The slots of the Spark jobs' pool: ``CDC_SPARK_SLOTS`` (default 1).
 
     Raises:
         ConfigError: when it is not a positive number.
     """
-    raw = os.environ.get("CDC_SPARK_SLOTS", str(SPARK_SLOTS_DEFAULT))
-    try:
-        slots = int(raw)
-    except ValueError:
-        slots = 0
-    if slots < 1:
-        raise ConfigError(f"CDC_SPARK_SLOTS={raw!r} is not a positive number of Spark jobs at once")
-    return slots
+    return settings().spark_slots
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -8,18 +8,12 @@ import secrets
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from cdclake.exceptions import ConfigError
 from cdclake.paths import jvm_dir, stack_dir
+from cdclake.settings import Settings, settings
 
-#: Environment variables that override the defaults (``cdclake stack up --help`` lists the options).
-PORT_ENV = {
-    "kafka_port": ("CDC_KAFKA_PORT", 9092),
-    "kafka_controller_port": ("CDC_KAFKA_CONTROLLER_PORT", 9093),
-    "connect_port": ("CDC_CONNECT_PORT", 8083),
-    "postgres_port": ("CDC_POSTGRES_PORT", 5433),
-    "mariadb_port": ("CDC_MARIADB_PORT", 3307),
-    "airflow_port": ("CDC_AIRFLOW_PORT", 8080),
-}
+#: The ports of the stack, each overridden by its ``CDC_*_PORT`` variable (:mod:`cdclake.settings`;
+#: ``cdclake stack up --help`` lists the options).
+PORTS = ("kafka_port", "kafka_controller_port", "connect_port", "postgres_port", "mariadb_port", "airflow_port")
 
 #: Database users the stack creates. ``debezium`` captures (least privilege), ``cdc_signal`` only
 #: inserts signal rows, ``cdc_reader`` only reads the captured tables (source-vs-lake comparisons),
@@ -42,20 +36,6 @@ SIGNAL_TABLE = "debezium_signal"
 MARIADB_SERVER_ID = 184054
 
 
-def _port(name: str) -> int:
-    env, default = PORT_ENV[name]
-    raw = os.environ.get(env)
-    if raw is None:
-        return default
-    try:
-        port = int(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{env}={raw!r} is not a port number") from exc
-    if not 0 < port < 65536:
-        raise ConfigError(f"{env}={raw!r} is not a port number (1-65535)")
-    return port
-
-
 @dataclass(frozen=True)
 class StackConfig:
     """Where and how the local stack runs. Build with :meth:`from_env`; override with :func:`dataclasses.replace`."""
@@ -76,15 +56,20 @@ class StackConfig:
 
     @classmethod
     def from_env(cls, state_dir: Path | None = None) -> StackConfig:
-        """Defaults, overridden by ``CDC_STACK_DIR``, ``CDC_JVM_DIR`` and the ``CDC_*_PORT`` variables.
+        """:meth:`from_settings` of this process's settings (:func:`cdclake.settings.settings`).
 
         Raises:
-            ConfigError: when a port variable is not a valid port.
+            ConfigError: naming the variable, when one does not parse (a port that is not a port number).
         """
+        return cls.from_settings(settings(), state_dir)
+
+    @classmethod
+    def from_settings(cls, config: Settings, state_dir: Path | None = None) -> StackConfig:
+        """Defaults, overridden by ``CDC_STACK_DIR``, ``CDC_JVM_DIR`` and the ``CDC_*_PORT`` settings."""
         return cls(
-            state_dir=(state_dir or stack_dir()).resolve(),
-            jvm_dir=jvm_dir(),
-            **{name: _port(name) for name in PORT_ENV},  # type: ignore[arg-type]
+            state_dir=(state_dir or stack_dir(config)).resolve(),
+            jvm_dir=jvm_dir(config),
+            **{name: getattr(config, name) for name in PORTS},
         )
 
     def with_ports(self, **ports: int | None) -> StackConfig:

@@ -13,7 +13,7 @@ stack), one run at a time. Created paused: unpause it (UI, `airflow dags unpause
    docker-compose), with the project's jars and the lake catalog's Spark conf. One bounded batch
    from the offsets recorded in the lake to the current end of the topics, under the source's lock:
    when another run of the source (`cdc_snapshot`, maintenance, a CLI) holds it, the job waits for it.
-3. **check_reconciliation**: reads the batch summary; fails when `reconciliation.ok` is false
+3. **check_batch**: reads the batch summary; fails when `checks.ok` is false
    (the problems are listed in the error); skipped when the source stayed busy past the wait.
 4. **publish.&lt;table&gt;** (one per captured table): emits the table's Asset event
    (`lake.<prefix>.<schema>.<table>`, extra = batch id, counts, offsets) when the batch changed it,
@@ -76,11 +76,11 @@ def ingest_dag(spec: ConnectorSpec, interval: timedelta) -> DAG:
         )
 
         @task
-        def check_reconciliation(result: dict[str, Any]) -> dict[str, Any]:
+        def check_batch(result: dict[str, Any]) -> dict[str, Any]:
             return check_ingest_result(result)
 
         pending() >> ingest
-        summary = check_reconciliation(ingest.output)
+        summary = check_batch(ingest.output)
         with TaskGroup("publish"):
             for data_collection, asset in spec_assets(spec).items():
                 publish_task(data_collection, asset)(summary)

@@ -102,13 +102,13 @@ def check_connectors_health(requested: Sequence[str] | None, kafka_connect_conn_
 
 
 def check_ingest_result(result: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Validate the ingest job's summary (the :class:`CdcSparkJobOperator` XCom) and fail on reconciliation problems.
+    """Validate the ingest job's summary (the :class:`CdcSparkJobOperator` XCom) and fail on what its consistency checks found.
 
     Returns:
         The summary as a plain dict.
 
     Raises:
-        AirflowFailException: when ``reconciliation.ok`` is false (lists the problems; retrying the check cannot help).
+        AirflowFailException: when ``checks.ok`` is false (lists the problems; retrying the check cannot help).
         AirflowSkipException: when the run found the source busy (another run held its lock) and did nothing.
     """
     if not result or "summary" not in result:
@@ -124,7 +124,7 @@ def check_ingest_result(result: Mapping[str, Any] | None) -> dict[str, Any]:
     problems = summary.problems()
     if problems:
         raise AirflowFailException(
-            f"reconciliation of batch {summary.batch_id} ({summary.source}) failed:\n" + "\n".join(problems)
+            f"consistency checks of batch {summary.batch_id} ({summary.source}) failed:\n" + "\n".join(problems)
         )
     return summary.model_dump(mode="json")
 
@@ -197,7 +197,7 @@ def compare_snapshot_counts(
         ``{"compared": {table: [source, lake]}, "skipped": [tables]}``.
 
     Raises:
-        AirflowFailException: when the batch's reconciliation failed or a count differs.
+        AirflowFailException: when the batch's consistency checks failed or a count differs.
     """
     if ingest_result is not None:
         check_ingest_result(ingest_result)

@@ -143,7 +143,7 @@ def test_ingest_dag_runs_the_job_and_declares_the_table_assets(dag_bag: Any, nam
     assert outlets == {ref.name: ref.uri for ref in spec_table_assets(SPECS[name])}
     for task in dag.tasks:
         if task.task_id.startswith("publish."):
-            assert task.upstream_task_ids == {"check_reconciliation"}
+            assert task.upstream_task_ids == {"check_batch"}
             assert len(task.outlets) == 1
 
 

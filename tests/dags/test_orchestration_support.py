@@ -12,10 +12,10 @@ from unittest import mock
 import pytest
 
 from cdclake.assets import asset_uri, iceberg_table_asset
-from cdclake.lake.names import catalog_identifier, spec_table_identifier, table_identifier
 from cdclake.connect import ConnectorStatus
 from cdclake.connectors import load_specs
 from cdclake.exceptions import ConfigError, ConnectorFailedError
+from cdclake.lake.names import catalog_identifier, spec_table_identifier, table_identifier
 from cdclake.orchestration import (
     SnapshotRequest,
     connector_health_problems,
@@ -23,7 +23,6 @@ from cdclake.orchestration import (
     job_arguments,
     load_summary,
     reader_conn_id,
-    row_count_query,
     run_file,
     select_specs,
     spec_names,
@@ -45,7 +44,7 @@ SUMMARY: dict[str, Any] = {
     "changed_tables": ["lake.pg.inventory.customers"],
     "offsets": {"pg.inventory.customers": {"0": [10, 14]}},
     "dead_lettered": 0,
-    "reconciliation": {"ok": True, "problems": []},
+    "checks": {"ok": True, "problems": []},
 }
 
 
@@ -132,19 +131,19 @@ def test_summary_parses_and_reports_changes() -> None:
 
 
 def test_summary_problems_and_invalid_files(tmp_path: Path) -> None:
-    bad = {**SUMMARY, "reconciliation": {"ok": False, "problems": ["offsets not contiguous"]}, "dead_lettered": 2}
+    bad = {**SUMMARY, "checks": {"ok": False, "problems": ["offsets not contiguous"]}, "dead_lettered": 2}
     summary = load_summary(bad)
     assert summary.problems() == ["offsets not contiguous"]
     assert summary.warnings() == ["batch b-1: 2 record(s) dead-lettered"]
-    assert load_summary({**bad, "reconciliation": {"ok": False}}).problems() == [
-        "reconciliation.ok is false (the job reported no problem text)"
+    assert load_summary({**bad, "checks": {"ok": False}}).problems() == [
+        "checks.ok is false (the job reported no problem text)"
     ]
     with pytest.raises(ConfigError, match="not a valid ingest summary"):
-        load_summary({"source": "postgres"})  # no reconciliation
+        load_summary({"source": "postgres"})  # no checks
     with pytest.raises(ConfigError, match="cannot read"):
         load_summary(tmp_path / "missing.json")
     path = tmp_path / "s.json"
-    path.write_text('{"source": "pg", "batch_id": null, "reconciliation": {"ok": true}}')
+    path.write_text('{"source": "pg", "batch_id": null, "checks": {"ok": true}}')
     assert load_summary(path).batch_id is None
 
 
@@ -179,12 +178,8 @@ def test_snapshot_request_rejects(tables: list[str], kind: str, filter_: str | N
         SnapshotRequest(PG, tables, kind, filter_)
 
 
-def test_row_count_queries_quote_per_dialect() -> None:
-    assert row_count_query(PG, "inventory.customers") == 'SELECT COUNT(*) FROM "inventory"."customers"'
-    assert row_count_query(MARIA, "demo.orders") == "SELECT COUNT(*) FROM `demo`.`orders`"
-    assert row_count_query(SPECS["informix"], "demo.informix.orders") == "SELECT COUNT(*) FROM informix.orders"
-    with pytest.raises(ValueError, match="count_documents"):
-        row_count_query(SPECS["mongodb"], "demo.orders")
+def test_reader_connection_and_count_mismatches() -> None:
+    # the row count queries per dialect: tests/unit/databases/test_source_catalog.py
     assert reader_conn_id(PG) == "cdc_postgres_reader"
     assert count_mismatches({"a": (3, 3), "b": (3, 2)}) == ["b: source 3 row(s), lake 2 row(s)"]
 
@@ -238,13 +233,13 @@ def test_health_check_fails_with_the_trace() -> None:
         }
 
 
-def test_reconciliation_check_fails_the_task_without_retries() -> None:
+def test_failed_batch_checks_fail_the_task_without_retries() -> None:
     from airflow.sdk.exceptions import AirflowFailException
 
     from cdclake_airflow.callables import check_ingest_result
 
     assert check_ingest_result({"summary": SUMMARY})["batch_id"] == "b-1"
-    bad = {**SUMMARY, "reconciliation": {"ok": False, "problems": ["count mismatch in lake.pg.inventory.orders"]}}
+    bad = {**SUMMARY, "checks": {"ok": False, "problems": ["count mismatch in lake.pg.inventory.orders"]}}
     with pytest.raises(AirflowFailException, match="count mismatch in lake.pg.inventory.orders"):
         check_ingest_result({"summary": bad})
     with pytest.raises(AirflowFailException, match="returned no summary"):

@@ -60,7 +60,6 @@ RELEASES = audit.RELEASES.name
 REPLACED_SUFFIX = "__cdc_replaced_"
 
 
-
 class ReleaseAction(StrEnum):
     """How a quarantined table is released (see the module docstring)."""
 

@@ -141,5 +141,5 @@ def busy_summary(spec: str, message: str) -> dict[str, object]:
         "tables": {},
         "changed_tables": [],
         "dead_lettered": 0,
-        "reconciliation": {"ok": True, "problems": []},
+        "checks": {"ok": True, "problems": []},
     }

@@ -10,7 +10,7 @@ fields the DAGs rely on::
      "tables": {"<iceberg identifier>": {"applied": int, "skipped": int, "dead_lettered": int, ...}},
      "changed_tables": [identifiers],
      "offsets": {...},                   # the batch's Kafka offset ranges
-     "reconciliation": {"ok": bool, "problems": [str]}}  # the batch's own consistency checks
+     "checks": {"ok": bool, "problems": [str]}}  # the batch's own consistency checks
 
 Other keys (``records``, ``dead_lettered``, ``phases_s``, per-table details) are kept as they are by the
 reader and passed through to Asset-event extras. This module imports neither Spark nor Airflow.
@@ -143,7 +143,7 @@ class BatchSummary:
             "schema_cuts": self.schema_cuts,
             "discovery": self.discovery,
             "source_ts": self.source_ts,
-            "reconciliation": {"ok": not problems, "problems": problems},
+            "checks": {"ok": not problems, "problems": problems},
         }
 
 
@@ -151,7 +151,7 @@ class _SummaryModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="allow")
 
 
-class Reconciliation(_SummaryModel):
+class BatchChecks(_SummaryModel):
     """The job's own consistency checks."""
 
     ok: bool
@@ -169,17 +169,17 @@ class IngestSummary(_SummaryModel):
     changed_tables: tuple[str, ...] = ()
     offsets: Any = None
     dead_lettered: int = 0
-    reconciliation: Reconciliation
+    checks: BatchChecks
 
     def changed(self, identifier: str) -> bool:
         """Whether the batch committed changes to ``identifier``."""
         return identifier in self.changed_tables
 
     def problems(self) -> list[str]:
-        """Reconciliation problems: the run fails when there is any (``reconciliation.ok`` false)."""
-        if self.reconciliation.ok:
+        """What the batch's consistency checks found: the run fails when there is any (``checks.ok`` false)."""
+        if self.checks.ok:
             return []
-        return list(self.reconciliation.problems) or ["reconciliation.ok is false (the job reported no problem text)"]
+        return list(self.checks.problems) or ["checks.ok is false (the job reported no problem text)"]
 
     def warnings(self) -> list[str]:
         """Worth a warning but not a failure: dead-lettered records (they are kept in the dead-letter table)."""

@@ -200,7 +200,7 @@ class LakeMonitor:
                     transactions=tx,
                     phases={k: float(v) for k, v in phases.items()},
                     source_ts=dict(summary.get("source_ts") or {}),
-                    problems=list((summary.get("reconciliation") or {}).get("problems") or []),
+                    problems=list((summary.get("checks") or {}).get("problems") or []),
                     redo=bool(summary.get("redo")),
                     status=str(summary.get("status") or row["status"]),
                     source=row["source"],

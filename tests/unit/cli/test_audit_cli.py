@@ -27,7 +27,7 @@ def _summary(source: str, batch_id: str, applied: int) -> dict[str, Any]:
         "tables": {f"lake.{source}.inventory.orders": {"applied": applied, "skipped": 1, "dead_lettered": 1}},
         "transactions": {"counts": {"complete": applied, "held": 1}},
         "phases_s": {"plan": 0.25, "apply": 1.0},
-        "reconciliation": {"ok": False, "problems": ["a problem"] if batch_id == "p2" else []},
+        "checks": {"ok": False, "problems": ["a problem"] if batch_id == "p2" else []},
     }
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import SparkSession
 
-from cdclake.ingest.offsets import OffsetRange
 from cdclake.ingest.ledger import BATCH_COLUMNS, COMMITTED, PLANNED, BatchLedger, BatchRecord
+from cdclake.ingest.offsets import OffsetRange
 
 pytestmark = pytest.mark.spark
 

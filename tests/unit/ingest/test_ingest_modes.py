@@ -123,7 +123,7 @@ def test_incompatible_change_quarantines_only_that_table(spark: SparkSession, pr
         f"SELECT `table`, topic, `offset` FROM lake.cdc_audit.quarantine WHERE source = '{prefix}'"
     ).collect()
     assert [tuple(r) for r in held] == [(f"lake.{prefix}.inventory.items", f"{prefix}.inventory.items", 1)]
-    assert summary.as_dict()["reconciliation"]["ok"] is False
+    assert summary.as_dict()["checks"]["ok"] is False
 
 
 def test_fail_policy_raises_naming_the_column(

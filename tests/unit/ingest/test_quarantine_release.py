@@ -136,7 +136,7 @@ def test_release_with_evolve_after_altering_the_column_applies_the_held_events(
     # released: its events are applied as they come
     items.create({"id": 4, "name": 8, "qty": 4}, lsn=500)
     fourth = ingest(items.take())
-    assert fourth.tables[ident]["applied"] == 1 and fourth.as_dict()["reconciliation"]["ok"] is True
+    assert fourth.tables[ident]["applied"] == 1 and fourth.as_dict()["checks"]["ok"] is True
     assert ingest([]).batch_id is None
 
 

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from cdclake.exceptions import QuarantineReleaseError
+from cdclake.ingest.ledger import BATCH_COLUMNS, BatchRecord, batch_columns, table_count_rows
 from cdclake.ingest.offsets import OffsetRange
 from cdclake.ingest.quarantine import (
     HeldBatch,
@@ -20,7 +21,6 @@ from cdclake.ingest.quarantine import (
     replaced_suffix,
 )
 from cdclake.ingest.schema import ChangeKind, ColumnChange, parse_changes, unresolved_changes
-from cdclake.ingest.ledger import BATCH_COLUMNS, BatchRecord, batch_columns, table_count_rows
 
 T0 = datetime(2026, 5, 1, 12, 0, 0)
 TABLE = "lake.pg.inventory.items"

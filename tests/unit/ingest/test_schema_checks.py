@@ -1,4 +1,4 @@
-"""Schema reconciliation: DDL from the schema change topic against the columns the data events carry."""
+"""Schema consistency checks: DDL from the schema change topic against the columns the data events carry."""
 
 from __future__ import annotations
 

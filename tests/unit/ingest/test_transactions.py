@@ -111,7 +111,7 @@ def test_missing_event_is_reported_as_a_mismatch_after_the_age_limit(
     source = SourceConfig(name=prefix, topic_prefix=prefix, max_incomplete_age_s=0)
     summary = ingest(items.take(), log.take(), source=source)
     assert summary.transactions["counts"]["mismatched"] == 1
-    assert summary.as_dict()["reconciliation"] == {"ok": False, "problems": ["transaction 960: mismatched"]}
+    assert summary.as_dict()["checks"] == {"ok": False, "problems": ["transaction 960: mismatched"]}
     assert _audit(spark, prefix)[0][1:] == ("960", "inventory.items", 2, 1, "mismatched")
     assert rows(spark, prefix) == [(1, "a", 1)]  # applied as it is, and reported
 

@@ -60,6 +60,6 @@ def test_a_truncate_without_end_is_applied_at_once_and_holds_nothing(spark: Spar
     assert summary.transactions["counts"]["complete"] == 3
     assert summary.transactions["counts"]["held"] == summary.transactions["counts"]["expired"] == 0
     assert not summary.held_everything and summary.transactions["cuts"] == {}
-    assert summary.as_dict()["reconciliation"] == {"ok": True, "problems": []}
+    assert summary.as_dict()["checks"] == {"ok": True, "problems": []}
     items = spark.sql(f"SELECT count(*) AS n FROM lake.{prefix}.demo.order_items").collect()[0]["n"]
     assert items == 22

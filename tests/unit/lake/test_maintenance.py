@@ -246,8 +246,8 @@ def test_audit_tables_are_append_only_and_take_the_overrides() -> None:
 @pytest.mark.spark
 def test_audit_maintenance_compacts_and_expires_the_ledger_and_it_reads_the_same(spark: SparkSession) -> None:
     """The batch ledger after many small commits: fewer files and snapshots, the same last batch."""
-    from cdclake.ingest.offsets import OffsetRange
     from cdclake.ingest.ledger import COMMITTED, PLANNED, BatchLedger, BatchRecord
+    from cdclake.ingest.offsets import OffsetRange
 
     ledger = BatchLedger(spark, "mt_audit")
     ledger.ensure()

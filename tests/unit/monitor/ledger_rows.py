@@ -22,7 +22,7 @@ def summary(source: str, batch_id: str, applied: int, **extra: Any) -> dict[str,
         "tables": {f"lake.{source}.inventory.orders": {"applied": applied, "skipped": 0, "dead_lettered": 1}},
         "transactions": {"counts": {"complete": applied, "held": 1}},
         "phases_s": {"plan": 0.25, "apply": 1.0},
-        "reconciliation": {"ok": True, "problems": []},
+        "checks": {"ok": True, "problems": []},
         "status": COMMITTED,
         **extra,
     }

@@ -11,9 +11,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from cdclake.ingest.ledger import COMMITTED, PLANNED, BatchRecord, batch_columns, ledger_schema
 from cdclake.ingest.lock import ACQUIRED, Owner, locks_schema
 from cdclake.ingest.offsets import OffsetRange, ranges_to_json
-from cdclake.ingest.ledger import COMMITTED, PLANNED, BatchRecord, batch_columns, ledger_schema
 from cdclake.lake import LakeConfig
 from cdclake.monitor import Batch, LakeMonitor, PartitionLag, PendingWork, partition_lag, percentile, row_freshness
 
@@ -112,7 +112,7 @@ def test_batches_pair_committed_rows_with_their_planned_rows(lake: LakeConfig) -
         "transactions": {"counts": {"complete": 3, "held": 1}},
         "phases_s": {"plan": 0.5, "apply": 2.0},
         "source_ts": {"first": T0.isoformat(), "last": (T0 + timedelta(seconds=5)).isoformat()},
-        "reconciliation": {"ok": True, "problems": []},
+        "checks": {"ok": True, "problems": []},
         "status": "committed",
     }
     _ledger_rows(

@@ -1,4 +1,4 @@
-"""Schema reconciliation over a real MariaDB DDL sequence (tests/fixtures/captures/make_ddl_capture.py).
+"""Schema consistency checks over a real MariaDB DDL sequence (tests/fixtures/captures/make_ddl_capture.py).
 
 The capture (prefix ``capddl``) holds a table going through ADD d, DROP c, RENAME a -> a2, MODIFY b
 BIGINT and MODIFY a2 INT (string -> int, incompatible), with DML after each step. It is replayed twice
@@ -167,7 +167,7 @@ def test_batched_incompatible_change_quarantines_the_table(batched: Replay) -> N
     assert {21, 22} <= {r[0] for r in held} and {r[1] for r in held} == {reason}
     summaries = batched.batches()
     last_with_table = [s for s in summaries if s["tables"]][-1]
-    assert f"{batched.table}: quarantined: {reason}" in last_with_table["reconciliation"]["problems"]
+    assert f"{batched.table}: quarantined: {reason}" in last_with_table["checks"]["problems"]
 
 
 def test_batched_lake_rows_before_the_incompatible_step_match_the_db(batched: Replay) -> None:
@@ -180,7 +180,7 @@ def test_batched_lake_rows_before_the_incompatible_step_match_the_db(batched: Re
 # A DDL is only compared with events when that is conclusive (schema topic read to its end, DDL before
 # every event of the table in the batch): capped batches read topics at different rates.
 def test_batched_agreeing_ddls_report_no_mismatch(batched: Replay) -> None:
-    problems = [p for s in batched.batches() for p in s["reconciliation"]["problems"] if "DDL" in p]
+    problems = [p for s in batched.batches() for p in s["checks"]["problems"] if "DDL" in p]
     assert problems == []
 
 

@@ -3,13 +3,13 @@
 A fresh driver JVM loads, verifies and links tens of thousands of classes (Spark, Iceberg, Parquet, the
 SQLite JDBC driver) before its first batch is done. The JDK's dynamic CDS writes the classes one run
 loaded into an archive (``-XX:ArchiveClassesAtExit``) that later JVMs map instead
-(``-XX:SharedArchiveFile``). On 2 cores that is about 5 s less for every start: a `cdclake replay` with
-nothing to do took 13.8 s instead of 19.3 s (``benchmarks/bench_start.py``, docs/benchmarks.md).
+(``-XX:SharedArchiveFile``), which makes every start shorter (``benchmarks/bench_start.py`` measures it; the
+figure is in docs/benchmarks.md).
 
 An archive is only valid for the JVM build and the class path it was written with. Its file name carries
 a fingerprint of both (the java binary and its class image, and the jars of Spark's ``jars/`` directory:
 names, sizes, modification times), so an upgrade of either leaves the old archive unused and drivers
-start as before until ``cdclake spark cds`` (``make install``) writes a new one. A JVM given an archive it
+start without one until ``cdclake spark cds`` (``make install``) writes a new one. A JVM given an archive it
 cannot use starts without it and says nothing (``-Xshare:auto`` with the ``cds`` logs off).
 
 ``$CDC_SPARK_CDS=off`` leaves the archive out.

@@ -143,7 +143,13 @@ class QuarantineReleaseError(CdcError, ValueError):
     """A quarantined table cannot be released as asked; the message names the table and what to do first."""
 
 
-# --- reconciliation (cdclake.reconcile) ---
+# --- source databases (cdclake.databases) and reconciliation (cdclake.reconcile) ---
+
+
+class SourceDatabaseError(CdcError, ConnectionError):
+    """A source database could not be reached or read; the message names the connection (never its password)
+    and what to check."""
+
 
 
 class ReconcileError(CdcError, RuntimeError):

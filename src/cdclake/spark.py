@@ -66,7 +66,7 @@ def local_driver_options() -> list[str]:
 
     The throughput collector, which beats G1 on a batch job (shorter and steadier batches on
     2 cores), fewer optimising JIT compilations (:data:`LOCAL_DRIVER_JIT`) and this machine's class-data
-    sharing archive when there is one (:mod:`cdclake.cds`: about 5 s less per start). See docs/benchmarks.md.
+    sharing archive when there is one (:mod:`cdclake.cds`). The figures are in docs/benchmarks.md.
     """
     from cdclake import cds
 
@@ -92,7 +92,7 @@ def session_conf(lake: LakeConfig, extra: Mapping[str, str] | None = None) -> di
 
 
 def _preload_lake_client() -> None:
-    """Import pyiceberg's catalog and Arrow IO (about 3 s of Python imports) in a background thread.
+    """Import pyiceberg's catalog and Arrow IO (seconds of Python imports) in a background thread.
 
     The ingestion job reads and writes its ledger through pyiceberg (:mod:`cdclake.ingest.ledger`); started
     before the driver JVM, the imports run while the JVM starts, on the core it leaves idle.

@@ -48,7 +48,7 @@ def test_driver_options_map_the_archive_only_when_it_exists_and_is_not_off(
     path = cds.archive_path()
     assert path is not None and path.parent == tmp_path / "jvm" / "cds"
     assert re.fullmatch(r"spark-[0-9a-f]{16}\.jsa", path.name)
-    assert cds.driver_options() == []  # no archive yet: drivers start as before
+    assert cds.driver_options() == []  # no archive yet: drivers start without one
     path.parent.mkdir(parents=True)
     path.write_bytes(b"archive")
     assert cds.driver_options() == [

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -150,3 +151,23 @@ def test_the_domain_package_has_no_airflow_and_no_cli_dependencies() -> None:
             if not in_cli and (name == "cdclake.cli" or name.startswith("cdclake.cli.")):
                 bad.append(f"{module} imports {name}")
     assert bad == []
+
+
+ARCHITECTURE = SRC.parent / "docs" / "architecture.md"
+
+
+def test_docs_architecture_draws_these_layers() -> None:
+    """The layer table of docs/architecture.md (top first) is :data:`LAYERS` (bottom first)."""
+    rows = re.findall(r"^\| (\d+) ([a-z ]+) \| (.+?) \| .+ \|$", ARCHITECTURE.read_text(encoding="utf-8"), re.M)
+    drawn = [(name, frozenset(re.findall(r"`([a-z_]+)`", members))) for _, name, members in rows]
+    assert [int(number) for number, _, _ in rows] == list(range(len(LAYERS), 0, -1))
+    assert drawn[::-1] == list(LAYERS)
+
+
+def test_docs_architecture_names_existing_modules_and_files() -> None:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    root = SRC.parent
+    paths = re.findall(r"`((?:src|jvm|tests|include)/[^`*<]+?)`", text)  # not the `<name>` templates
+    missing = [path for path in paths if not (root / path).exists()]
+    missing += [name for name in re.findall(r"`(cdclake(?:\.[a-z_]+)+)`", text) if _owner(name) is None]
+    assert missing == []

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cdclake.databases.base import SourceDatabase, SourceDatabaseError
+from cdclake.databases.base import SourceDatabase
 from cdclake.databases.catalog import SourceColumn, SourceTable
 from cdclake.databases.connection import (
     DEFAULT_CONNECT_TIMEOUT_S,
@@ -37,7 +37,7 @@ from cdclake.databases.connection import (
     resolve_connection,
     stack_connection,
 )
-from cdclake.exceptions import ConfigError, NotInstalledError
+from cdclake.exceptions import ConfigError, NotInstalledError, SourceDatabaseError
 
 #: What a registry entry is: a function returning the implementation, or raising when there is none here.
 DatabaseLoader = Callable[[], type[SourceDatabase]]

@@ -9,12 +9,7 @@ from typing import Any, ClassVar, Self
 
 from cdclake.databases.catalog import SourceTable
 from cdclake.databases.connection import SourceConnection
-from cdclake.exceptions import CdcError, NotInstalledError
-
-
-class SourceDatabaseError(CdcError, ConnectionError):
-    """A source database could not be reached or read; the message names the connection (never its password)
-    and what to check."""
+from cdclake.exceptions import NotInstalledError, SourceDatabaseError
 
 
 def redact(text: str, secret: str) -> str:

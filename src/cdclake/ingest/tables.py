@@ -15,10 +15,11 @@ from pyspark.sql import types as T
 
 from cdclake.connectors.spec import LakeMode, LakeOptions, PartitionField, SchemaPolicy
 from cdclake.decode.batch import TableInfo, TableStats
+from cdclake.decode.columns import LAKE_META_COLUMNS as META_COLUMNS
+from cdclake.decode.columns import LAKE_META_NAMES as META_NAMES
 from cdclake.exceptions import SchemaEvolutionError
 from cdclake.ingest import apply, mongo
 from cdclake.ingest.faults import crash_point
-from cdclake.ingest.naming import META_COLUMNS, META_NAMES
 from cdclake.ingest.schema import create_table_ddl, plan_evolution, spark_sql_type, storable
 from cdclake.ingest.summary import TableResult
 from cdclake.lake.names import TOMBSTONE_SUFFIX, quote, sql_name, table_identifier, table_parts

@@ -17,7 +17,6 @@ from cdclake.orchestration.snapshot import (
     count_mismatches,
     lake_row_count,
     reader_conn_id,
-    row_count_query,
 )
 
 __all__ = [
@@ -32,7 +31,6 @@ __all__ = [
     "lake_row_count",
     "load_summary",
     "reader_conn_id",
-    "row_count_query",
     "run_file",
     "select_specs",
     "spec_names",

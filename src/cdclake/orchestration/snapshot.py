@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from cdclake.connectors import ConnectorKind, ConnectorSpec, LakeMode
+from cdclake.connectors import ConnectorSpec, LakeMode
 
 SnapshotType = Literal["incremental", "blocking"]
 SNAPSHOT_TYPES: tuple[SnapshotType, ...] = ("incremental", "blocking")
@@ -78,32 +78,6 @@ class SnapshotRequest:
         }
 
 
-def _quote(spec: ConnectorSpec, part: str) -> str:
-    if spec.connector in (ConnectorKind.MYSQL, ConnectorKind.MARIADB):
-        return "`" + part.replace("`", "``") + "`"
-    if spec.connector is ConnectorKind.INFORMIX:
-        return part  # Informix: plain owner.table (delimited identifiers need DELIMIDENT)
-    return '"' + part.replace('"', '""') + '"'
-
-
-def row_count_query(spec: ConnectorSpec, data_collection: str) -> str:
-    """``SELECT COUNT(*)`` of a captured table, with the dialect's identifier quoting.
-
-    The database is the connection's; Informix drops it from ``db.owner.table``.
-
-    Raises:
-        KeyError: when the spec does not capture the table.
-        ValueError: for MongoDB (no SQL; count with ``count_documents``).
-    """
-    spec.table(data_collection)
-    if spec.connector is ConnectorKind.MONGODB:
-        raise ValueError(f"spec {spec.name}: MongoDB collections are counted with count_documents, not SQL")
-    parts = data_collection.split(".")
-    if spec.connector is ConnectorKind.INFORMIX and len(parts) == 3:
-        parts = parts[1:]
-    return f"SELECT COUNT(*) FROM {'.'.join(_quote(spec, p) for p in parts)}"
-
-
 def comparable(spec: ConnectorSpec, data_collection: str) -> bool:
     """Whether lake and source row counts must match: only ``upsert`` tables hold one row per key."""
     return spec.table(data_collection).lake.mode is LakeMode.UPSERT
@@ -132,8 +106,8 @@ def lake_row_count(identifier: str, lake: Any = None) -> int | None:
     from pyiceberg.catalog import load_catalog
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
-    from cdclake.lake.names import catalog_identifier
     from cdclake.lake import LakeConfig
+    from cdclake.lake.names import catalog_identifier
 
     config = lake or LakeConfig.from_env()
     catalog = load_catalog(**config.pyiceberg_properties())

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdclake.connectors.spec import LakeMode, LakeOptions, PartitionField, SchemaPolicy
+from cdclake.decode import columns
 from cdclake.decode.batch import TableInfo, TableStats
 from cdclake.decode.columns import LAKE_META_COLUMNS as META_COLUMNS
 from cdclake.decode.columns import LAKE_META_NAMES as META_NAMES
@@ -141,7 +142,7 @@ class TableApplier:
             }
             meta = {
                 LakeMode.UPSERT: META_COLUMNS,
-                LakeMode.APPEND: (*META_COLUMNS, ("_cdc_key", "STRING")),
+                LakeMode.APPEND: (*META_COLUMNS, (columns.KEY.name, columns.KEY.sql_type)),
                 LakeMode.SCD2: (*META_COLUMNS, *apply.SCD2_COLUMNS),
             }[self.options.mode]
             self.spark.sql(create_table_ddl(self.name, schema, keys, meta, parts, props))
@@ -159,7 +160,7 @@ class TableApplier:
                 )
             logger.info("created %s (mode=%s, keys=%s)", self.identifier, self.options.mode.value, keys)
             return [f"created {self.identifier}"]
-        ignore = (*META_NAMES, "_cdc_key", *(n for n, _ in apply.SCD2_COLUMNS))
+        ignore = (*META_NAMES, columns.KEY.name, *(n for n, _ in apply.SCD2_COLUMNS))
         plan = plan_evolution(self.name, self.spark.table(self.name).schema, schema, ignore)
         if not plan.changes:
             return []

@@ -16,8 +16,14 @@ import logging
 import sys
 from pathlib import Path
 
+from cdclake.exceptions import SourceBusyError
+from cdclake.ingest.lock import DEFAULT_WAIT_S
+from cdclake.ingest.runner import busy_summary, ingest_from_kafka
+from cdclake.lake import LakeConfig
+from cdclake.spark import build_spark_session
 
-def main(argv: list[str] | None = None) -> int:
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spec", required=True, help="connector spec name or path")
     parser.add_argument("--max-records", type=int, default=None)
@@ -25,15 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap", default=None, help="Kafka bootstrap servers (default: from the spec)")
     parser.add_argument("--summary-json", type=Path, default=None)
     parser.add_argument("--lock-wait", type=float, default=None, help="seconds to wait for the source's lock")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-
-    from cdclake.exceptions import SourceBusyError
-    from cdclake.ingest.lock import DEFAULT_WAIT_S
-    from cdclake.ingest.runner import busy_summary, ingest_from_kafka
-    from cdclake.lake import LakeConfig
-    from cdclake.spark import build_spark_session
-
     spark = build_spark_session("cdclake-ingest", lake=LakeConfig.from_env(args.lake))
     wait = DEFAULT_WAIT_S if args.lock_wait is None else args.lock_wait
     try:

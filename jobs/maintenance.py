@@ -28,7 +28,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cdclake.assets import table_identifier
 from cdclake.connectors import ConnectorSpec, load_spec
 from cdclake.exceptions import SourceBusyError
 from cdclake.ingest.lock import DEFAULT_WAIT_S, source_lock
@@ -43,8 +42,8 @@ from cdclake.lake.maintenance import (
     policy_for,
     run_calls,
     tombstone_calls,
-    tombstone_identifier,
 )
+from cdclake.lake.names import spec_table_identifier, tombstone_identifier
 from cdclake.spark import build_spark_session
 
 if TYPE_CHECKING:
@@ -97,7 +96,7 @@ def _maintain_spec(
     for data_collection in spec.table_names:
         if tables and data_collection not in tables:
             continue
-        identifier = table_identifier(spec, data_collection)
+        identifier = spec_table_identifier(spec, data_collection)
         if not spark.catalog.tableExists(identifier):
             logger.info("skipping %s: not in the lake yet", identifier)
             summary["skipped"].append(identifier)

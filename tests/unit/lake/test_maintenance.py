@@ -18,8 +18,8 @@ from cdclake.lake.maintenance import (
     policy_for,
     run_calls,
     tombstone_calls,
-    tombstone_identifier,
 )
+from cdclake.lake.names import tombstone_identifier
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -1,0 +1,28 @@
+"""The spark-submit entry points in ``jobs/`` import (what they use of cdclake exists) and parse their options."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+JOBS = Path(__file__).resolve().parents[2] / "jobs"
+
+
+def _load(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"cdclake_job_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("path", sorted(JOBS.glob("*.py")), ids=lambda p: p.name)
+def test_job_entry_point_imports_and_shows_its_help(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    module = _load(path)
+    with pytest.raises(SystemExit) as exit_info:
+        module.parse_args(["--help"])
+    assert exit_info.value.code == 0
+    assert "--summary-json" in capsys.readouterr().out

@@ -7,12 +7,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
+from ledger_rows import append_batches
 from pyiceberg.catalog import load_catalog
 from typer.testing import CliRunner
 
 from cdclake.cli.main import app
-from cdclake.ingest.ledger import COMMITTED, PLANNED, BatchRecord, batch_columns, ledger_schema, table_count_rows
+from cdclake.ingest.ledger import table_count_rows
 from cdclake.lake import LakeConfig
 
 T0 = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
@@ -34,23 +34,17 @@ def _summary(source: str, batch_id: str, applied: int) -> dict[str, Any]:
 def _batches(lake: Path) -> None:
     """A planned and a committed row per batch, as BatchLedger writes them (pyiceberg, no Spark)."""
     catalog = load_catalog(**LakeConfig.embedded(lake).pyiceberg_properties())
-    catalog.create_namespace(("cdc_audit",))
-    rows = []
-    for source, batch_id, seq, at, applied in (
-        ("pg", "p1", 1, T0, 3),
-        ("maria", "m1", 1, T0 + timedelta(seconds=10), 4),
-        ("pg", "p2", 2, T0 + timedelta(seconds=20), 5),
-    ):
-        for status, summary in ((PLANNED, None), (COMMITTED, _summary(source, batch_id, applied))):
-            columns = batch_columns(BatchRecord(source, batch_id, seq, status, [], {}), summary)
-            rows.append(
-                {"source": source, "batch_id": batch_id, "seq": seq, "status": status, "ranges": "[]",
-                 "next_offsets": "{}", "recorded_at": at if summary else at - timedelta(seconds=2),
-                 "summary": json.dumps(summary) if summary else None,
-                 **{k: list(v.items()) if isinstance(v, dict) else v for k, v in columns.items()}}
-            )  # fmt: skip
-    table = catalog.create_table(("cdc_audit", "batches"), schema=ledger_schema())
-    table.append(pa.Table.from_pylist(rows, schema=ledger_schema()))
+    append_batches(
+        catalog,
+        [
+            (source, batch_id, seq, at, _summary(source, batch_id, applied))
+            for source, batch_id, seq, at, applied in (
+                ("pg", "p1", 1, T0, 3),
+                ("maria", "m1", 1, T0 + timedelta(seconds=10), 4),
+                ("pg", "p2", 2, T0 + timedelta(seconds=20), 5),
+            )
+        ],
+    )
 
 
 def test_audit_before_the_first_batch(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ def append_batches(
     catalog: Catalog, batches: list[tuple[str, str, int, datetime, dict[str, Any] | None]], typed: bool = True
 ) -> None:
     """A ``planned`` and a ``committed`` row per ``(source, batch_id, seq, committed_at, summary)`` (no committed
-    row for a None summary); ``typed=False``: rows written before the typed columns existed (summary only)."""
+    row for a None summary); ``typed=False``: rows without the typed columns (summary only)."""
     catalog.create_namespace_if_not_exists(("cdc_audit",))
     table = catalog.create_table_if_not_exists(("cdc_audit", "batches"), schema=ledger_schema())
     rows = []

@@ -28,6 +28,16 @@ DECIMAL_HANDLING_MODE = "decimal.handling.mode"
 DECIMAL_HANDLING_MODE_DEFAULT = "precise"
 TIME_PRECISION_MODE = "time.precision.mode"
 BIGINT_UNSIGNED_HANDLING_MODE = "bigint.unsigned.handling.mode"
+BINARY_HANDLING_MODE = "binary.handling.mode"
+INCLUDE_UNKNOWN_DATATYPES = "include.unknown.datatypes"
+#: comma-separated names of custom converters; ``<name>.type`` is each one's class, ``<name>.selector`` its columns
+CONVERTERS = "converters"
+CONVERTER_TYPE_SUFFIX = ".type"
+CONVERTER_SELECTOR_SUFFIX = ".selector"
+#: the TINYINT(1) converter's switch: ``false`` converts TINYINT columns of any length
+CONVERTER_LENGTH_CHECKER_SUFFIX = ".length.checker"
+#: the class name (any package) of Debezium's converter that turns MySQL/MariaDB ``TINYINT(1)`` into BOOLEAN
+TINYINT_ONE_TO_BOOLEAN_CONVERTER = "TinyIntOneToBooleanConverter"
 PROVIDE_TRANSACTION_METADATA = "provide.transaction.metadata"
 HEARTBEAT_INTERVAL_MS = "heartbeat.interval.ms"
 SKIPPED_OPERATIONS = "skipped.operations"
@@ -56,6 +66,9 @@ PUBLICATION_NAME = "publication.name"
 PUBLICATION_NAME_DEFAULT = "cdclake_pub"
 PUBLICATION_AUTOCREATE_MODE = "publication.autocreate.mode"
 PUBLICATION_AUTOCREATE_MODE_DEFAULT = "disabled"
+HSTORE_HANDLING_MODE = "hstore.handling.mode"
+INTERVAL_HANDLING_MODE = "interval.handling.mode"
+MONEY_FRACTION_DIGITS = "money.fraction.digits"
 
 # --- MongoDB ------------------------------------------------------------------------------------
 MONGODB_CONNECTION_STRING = "mongodb.connection.string"

@@ -11,6 +11,9 @@ Public API::
         db.row_counts(["inventory.customers"])
         db.dbapi                                     # the DB-API connection, for writers (signals)
 
+    modes = TypeModes.from_connector_config(connect_config(spec, endpoint), "postgresql")
+    connect_fields(db.table("inventory", "all_types"), "postgresql", modes)   # the Connect schemas Debezium sends
+
 Implementations are registered by dialect name (:data:`cdclake.databases.connection.DIALECT_NAMES` maps
 connection types to dialects): ``postgresql`` (psycopg), ``mysql`` and ``mariadb`` (PyMySQL). ``informix`` and
 ``mongodb`` are registered as not supported here: opening one raises an error that says what they need.
@@ -21,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cdclake.databases.base import SourceDatabase
-from cdclake.databases.catalog import SourceColumn, SourceTable
+from cdclake.databases.catalog import SourceColumn, SourceTable, informix_column
+from cdclake.databases.connect_types import TypeModes, connect_field, connect_fields
 from cdclake.databases.connection import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_PORTS,
@@ -142,9 +146,13 @@ __all__ = [
     "SourceDatabase",
     "SourceDatabaseError",
     "SourceTable",
+    "TypeModes",
+    "connect_field",
+    "connect_fields",
     "connection_env",
     "connection_id",
     "dialect_name",
+    "informix_column",
     "load_database",
     "open_database",
     "parse_connection",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -11,7 +12,7 @@ from cdclake.databases.connection import SourceConnection
 
 _TABLE_QUERY = """
 SELECT column_name, ordinal_position, data_type, column_type, is_nullable = 'YES',
-       numeric_precision, numeric_scale, datetime_precision
+       numeric_precision, numeric_scale, datetime_precision, character_maximum_length
 FROM information_schema.columns
 WHERE table_schema = %s AND table_name = %s
 ORDER BY ordinal_position
@@ -24,6 +25,21 @@ ORDER BY ordinal_position
 """
 
 
+_MEMBER = re.compile(r"'((?:[^'\\]|''|\\.)*)'")
+_UNESCAPE = re.compile(r"''|\\(.)")
+
+
+def enum_members(column_type: str) -> tuple[str, ...]:
+    """The members of an ``enum('a','b')`` or ``set('a','b')`` column type, in declared order (quotes undone)."""
+    lowered = column_type.lower()
+    if not lowered.startswith(("enum(", "set(")):
+        return ()
+    body = column_type[column_type.index("(") + 1 : column_type.rindex(")")]
+    return tuple(
+        _UNESCAPE.sub(lambda m: "'" if m.group(0) == "''" else m.group(1), member) for member in _MEMBER.findall(body)
+    )
+
+
 def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
@@ -31,6 +47,24 @@ def _quote(name: str) -> str:
 def _text(value: Any) -> str:
     """An ``information_schema`` string (some servers send ``column_type`` as bytes)."""
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _column(r: Sequence[Any]) -> SourceColumn:
+    """One row of :data:`_TABLE_QUERY` as a column (``UNSIGNED`` and enum/set members read from ``column_type``)."""
+    column_type = _text(r[3])
+    return SourceColumn(
+        name=_text(r[0]),
+        ordinal=int(r[1]),
+        data_type=_text(r[2]),
+        native_type=column_type,
+        nullable=bool(r[4]),
+        numeric_precision=optional_int(r[5]),
+        numeric_scale=optional_int(r[6]),
+        datetime_precision=optional_int(r[7]),
+        character_length=optional_int(r[8]),
+        enum_values=enum_members(column_type),
+        unsigned=" unsigned" in column_type.lower(),
+    )
 
 
 def _target(namespace: str, table: str) -> str:
@@ -81,20 +115,7 @@ class _MySqlDatabase(SourceDatabase):
             return list(cur.fetchall())
 
     def table(self, namespace: str, table: str) -> SourceTable:
-        columns = tuple(
-            SourceColumn(
-                name=_text(r[0]),
-                ordinal=int(r[1]),
-                data_type=_text(r[2]),
-                native_type=_text(r[3]),
-                nullable=bool(r[4]),
-                numeric_precision=optional_int(r[5]),
-                numeric_scale=optional_int(r[6]),
-                datetime_precision=optional_int(r[7]),
-            )
-            for r in self._fetch(_TABLE_QUERY, [namespace, table])
-        )
-        return SourceTable(namespace, table, columns)
+        return SourceTable(namespace, table, tuple(_column(r) for r in self._fetch(_TABLE_QUERY, [namespace, table])))
 
     def primary_key(self, namespace: str, table: str) -> list[str]:
         return [_text(r[0]) for r in self._fetch(_PRIMARY_KEY_QUERY, [namespace, table])]

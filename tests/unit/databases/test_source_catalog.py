@@ -32,25 +32,47 @@ def _mysql(rows: list[tuple[Any, ...]]) -> tuple[Any, mock.MagicMock]:
 def test_postgres_catalog_is_a_typed_model() -> None:
     db, dbapi = _postgres(
         [
-            ("id", 1, "integer", "integer", False, 32, 0, None),
-            ("price", 2, "numeric", "numeric(12,2)", True, Decimal(12), Decimal(2), None),
-            ("at", 3, "timestamp with time zone", "timestamp(6) with time zone", True, None, None, 6),
+            ("id", 1, "integer", "integer", False, 32, 0, None, None, None, "int4", "b", "N", None, *(None,) * 10),
+            ("price", 2, "numeric", "numeric(12,2)", True, Decimal(12), Decimal(2), None, None, "inventory.money2")
+            + ("numeric", "b", "N", None, *(None,) * 10),
+            ("at", 3, "timestamp with time zone", "timestamp(6) with time zone", True, None, None, 6, None, None)
+            + ("timestamptz", "b", "D", None, *(None,) * 10),
+            ("mood", 4, "USER-DEFINED", "inventory.mood", True, None, None, None, None, None, "mood", "e", "E")
+            + (["sad", "ok"], *(None,) * 10),
+            ("tags", 5, "ARRAY", "character varying(8)[]", True, None, None, None, None, None, "_varchar", "b", "A")
+            + (None, "varchar", "b", "S", "character varying", "character varying(8)", None, None, None, 8, None),
         ]
     )
     table = db.table("inventory", "products")
-    assert table.columns[1] == SourceColumn("price", 2, "numeric", "numeric(12,2)", True, 12, 2, None)
+    assert table.columns[1] == SourceColumn(
+        "price", 2, "numeric", "numeric(12,2)", True, 12, 2, None, None, "numeric", "base", "inventory.money2"
+    )
     assert table.column("at").datetime_precision == 6
-    assert db.columns("inventory", "products") == ["id", "price", "at"]
+    assert table.column("mood").type_kind == "enum" and table.column("mood").enum_values == ("sad", "ok")
+    element = table.column("tags").element
+    assert table.column("tags").type_kind == "array" and element is not None
+    assert (element.type_name, element.native_type, element.character_length) == ("varchar", "character varying(8)", 8)
+    assert db.columns("inventory", "products") == ["id", "price", "at", "mood", "tags"]
     assert dbapi.execute.call_args.args[1] == ["inventory", "products"]
     assert "information_schema.columns" in dbapi.execute.call_args.args[0]
     assert "format_type" in dbapi.execute.call_args.args[0]
 
 
 def test_mysql_catalog_is_a_typed_model() -> None:
-    db, cursor = _mysql([("id", 1, "int", b"int(10) unsigned", 0, 10, 0, None)])
+    db, cursor = _mysql(
+        [
+            ("id", 1, "int", b"int(10) unsigned", 0, 10, 0, None, None),
+            ("mood", 2, "enum", "enum('a','it''s')", 1, None, None, None, 4),
+        ]
+    )
     table = db.table("demo", "orders")
     assert table == SourceTable(
-        "demo", "orders", (SourceColumn("id", 1, "int", "int(10) unsigned", False, 10, 0, None),)
+        "demo",
+        "orders",
+        (
+            SourceColumn("id", 1, "int", "int(10) unsigned", False, 10, 0, None, unsigned=True),
+            SourceColumn("mood", 2, "enum", "enum('a','it''s')", True, character_length=4, enum_values=("a", "it's")),
+        ),
     )
     assert cursor.execute.call_args.args[1] == ["demo", "orders"]
 

@@ -1,7 +1,7 @@
 """spark-submit entry point: one ingestion batch of one connector spec into the lake.
 
     spark-submit --jars <.cache/jvm/spark/*.jar> jobs/ingest.py --spec postgres [--max-records N] \
-        [--lake DIR] [--summary-json PATH] [--lock-wait SECONDS]
+        [--lake DIR] [--summary-json PATH] [--lock-wait SECONDS] [--schema-source database|lake|FILE.json]
 
 Parses arguments, builds the session, calls :func:`cdclake.ingest.runner.ingest_from_kafka`. When another run
 holds the source's lock past --lock-wait, the summary says ``"status": "source-busy"`` (exit status 0: the
@@ -14,12 +14,15 @@ import argparse
 import json
 import logging
 import sys
+from functools import partial
 from pathlib import Path
 
+from cdclake.databases.schema_source import schema_source_for
 from cdclake.exceptions import SourceBusyError
 from cdclake.ingest.lock import DEFAULT_WAIT_S
 from cdclake.ingest.runner import busy_summary, ingest_from_kafka
 from cdclake.lake import LakeConfig
+from cdclake.lake import rows as lake_rows
 from cdclake.spark import build_spark_session
 
 
@@ -31,6 +34,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--bootstrap", default=None, help="Kafka bootstrap servers (default: from the spec)")
     parser.add_argument("--summary-json", type=Path, default=None)
     parser.add_argument("--lock-wait", type=float, default=None, help="seconds to wait for the source's lock")
+    parser.add_argument(
+        "--schema-source",
+        default=None,
+        help="column types of schema-less records: database, lake or a JSON file (default: the spec's "
+        "converters.schema_source)",
+    )
     return parser.parse_args(argv)
 
 
@@ -41,7 +50,14 @@ def main(argv: list[str] | None = None) -> int:
     wait = DEFAULT_WAIT_S if args.lock_wait is None else args.lock_wait
     try:
         summary = ingest_from_kafka(
-            spark, args.spec, bootstrap=args.bootstrap, max_records=args.max_records, lock_wait_s=wait
+            spark,
+            args.spec,
+            bootstrap=args.bootstrap,
+            max_records=args.max_records,
+            lock_wait_s=wait,
+            schema_source=partial(
+                schema_source_for, override=args.schema_source, catalog=lake_rows.session_catalog(spark)
+            ),
         ).as_dict()
     except SourceBusyError as exc:
         logging.getLogger("cdclake.jobs.ingest").warning("%s", exc)

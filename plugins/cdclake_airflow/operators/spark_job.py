@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseHook
 
 from cdclake import cds
 from cdclake.ingest.lock import LOCK_LABEL_ENV
@@ -20,6 +21,7 @@ from cdclake.orchestration import job_application, run_file
 from cdclake.orchestration.deployment import spark_pool
 from cdclake.settings import settings
 from cdclake.spark import session_conf, spark_jars, with_driver_options
+from cdclake_airflow.connections import AirflowNotFoundException
 
 
 def run_dir() -> Path:
@@ -40,7 +42,12 @@ class CdcSparkJobOperator(SparkSubmitOperator):
     * with ``summary_json`` (default), ``--summary-json <per-run path>`` is appended to
       ``application_args`` and the parsed summary is returned (XCom): ``{"summary_path", "summary"}``.
       The job writes it on the driver, so this needs client deploy mode (the connection's default);
-    * ``CDC_LOCK_LABEL`` names the task run to any other run that waits for the source's lock the job holds.
+    * ``CDC_LOCK_LABEL`` names the task run to any other run that waits for the source's lock the job holds;
+    * each Airflow connection of ``connections`` that exists is handed to the job as ``AIRFLOW_CONN_<ID>``
+      (its URI), where :func:`cdclake.databases.resolve_connection` finds it: the ingest job of a schemas-off
+      source reads column types from the source database through the spec's reader connection. A connection
+      that does not exist is left out (the job then uses the local stack's). Neither is done in cluster
+      deploy mode, where the driver does not run here.
 
     The master comes from the Spark connection (``conn_id``, default ``spark_default``): ``local[*]``
     on the local stack, ``spark://spark-master:7077`` in docker-compose. The task's pool defaults to the
@@ -49,13 +56,14 @@ class CdcSparkJobOperator(SparkSubmitOperator):
     Args:
         job: the job's module name under ``jobs/`` (``ingest``, ``maintenance``).
         summary_json: pass ``--summary-json`` and return the summary.
+        connections: Airflow connection ids to hand to the job (see above).
         **kwargs: SparkSubmitOperator arguments (``application_args`` etc. are templated).
     """
 
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "job")
     ui_color = "#ffe8a3"
 
-    def __init__(self, *, job: str, summary_json: bool = True, **kwargs: Any) -> None:
+    def __init__(self, *, job: str, summary_json: bool = True, connections: Sequence[str] = (), **kwargs: Any) -> None:
         kwargs.setdefault("conn_id", "spark_default")
         kwargs.setdefault("pool", spark_pool())
         kwargs.setdefault("name", f"cdclake-{job}")
@@ -63,6 +71,7 @@ class CdcSparkJobOperator(SparkSubmitOperator):
         super().__init__(**kwargs)
         self.job = job
         self.summary_json = summary_json
+        self.connections = tuple(connections)
 
     def _prepare(self, context: Any) -> Path | None:
         if not self.application:
@@ -85,7 +94,7 @@ class CdcSparkJobOperator(SparkSubmitOperator):
         ti = context["ti"]
         label = f"airflow {ti.dag_id}/{ti.run_id}/{ti.task_id}"
         if self._deploy_mode != "cluster":
-            self.env_vars = {**(self.env_vars or {}), LOCK_LABEL_ENV: label}
+            self.env_vars = {**(self.env_vars or {}), LOCK_LABEL_ENV: label, **self._connection_env()}
         if not self.summary_json:
             return None
         path = run_file(run_dir(), ti.dag_id, ti.run_id, ti.task_id, getattr(ti, "map_index", -1))
@@ -93,6 +102,18 @@ class CdcSparkJobOperator(SparkSubmitOperator):
         path.unlink(missing_ok=True)
         self.application_args = [*(self.application_args or []), "--summary-json", str(path)]
         return path
+
+    def _connection_env(self) -> dict[str, str]:
+        env = {}
+        for conn_id in self.connections:
+            try:
+                conn = BaseHook.get_connection(conn_id)
+            except AirflowNotFoundException:
+                self.log.info("connection %s does not exist: the job uses its default (the local stack's)", conn_id)
+                continue
+            env[f"AIRFLOW_CONN_{conn_id.upper()}"] = conn.get_uri()
+            self.log.info("connection %s handed to the job", conn_id)
+        return env
 
     def execute(self, context: Any) -> dict[str, Any] | None:
         summary_path = self._prepare(context)

@@ -172,11 +172,36 @@ class TableSpec(_SpecModel):
     lake: LakeOptions = LakeOptions()
 
 
+class SchemaSourceKind(StrEnum):
+    """Where the ingestion job takes column types from when records carry no schema (``converters.schema_source``)."""
+
+    DATABASE = "database"
+    LAKE = "lake"
+
+
 class ConverterOptions(_SpecModel):
-    """JsonConverter settings of the connector (whether records carry the ``schema`` envelope)."""
+    """JsonConverter settings of the connector (whether records carry the ``schema`` envelope).
+
+    ``schema_source`` says where the ingestion job takes the column types from when value schemas are off:
+    ``database`` (the default: the source database's own catalog, through the spec's reader connection),
+    ``lake`` (the existing Iceberg tables' schemas), or the path of a JSON file in the format of
+    :class:`cdclake.decode.ConnectSchemaSource` (relative paths are taken from the spec file's folder). It is
+    not used while value schemas are on.
+    """
 
     key_schemas_enable: bool = True
     value_schemas_enable: bool = True
+    schema_source: Annotated[str, Field(min_length=1)] = SchemaSourceKind.DATABASE.value
+
+    @field_validator("schema_source")
+    @classmethod
+    def _schema_source_kind_or_file(cls, value: str) -> str:
+        if value in set(SchemaSourceKind) or value.lower().endswith(".json"):
+            return value
+        raise ValueError(
+            f"must be {', '.join(repr(k.value) for k in SchemaSourceKind)} or the path of a JSON schema file "
+            f"(*.json), got {value!r}"
+        )
 
 
 ExtraValue = str | int | float | bool
@@ -251,6 +276,17 @@ class ConnectorSpec(_SpecModel):
         source-vs-lake reconciliations read the tables through this one (``SELECT`` on them, nothing else).
         """
         return self.connection_id + READER_CONNECTION_SUFFIX
+
+    @property
+    def schema_source_file(self) -> Path | None:
+        """The JSON schema file ``converters.schema_source`` names (relative to the spec's folder), or None."""
+        value = self.converters.schema_source
+        if value in set(SchemaSourceKind):
+            return None
+        path = Path(value).expanduser()
+        if not path.is_absolute() and self.source_path is not None:
+            path = self.source_path.parent / path
+        return path
 
     @property
     def connector_class(self) -> str:

@@ -118,11 +118,21 @@ def plan_data_topic(topic: DiscoveredTopic, unwrapped: list[Unwrapped], options:
             cut_reason = f"{cut_reason}; cut at {', '.join(f'{t}/{p}@{o}' for (t, p), o in sorted(cuts.items()))}"
             logger.warning("topic %s: incompatible schema change inside the batch: %s", topic.name, cut_reason)
     if not versions:
-        fields_ = options.schema_source.row_fields(topic.name, qualified)
+        seen = frozenset(
+            name
+            for p in payloads
+            for image in (p.get(f.AFTER), p.get(f.BEFORE))
+            if isinstance(image, dict)
+            for name in image
+        )
+        fields_ = options.schema_source.row_fields(topic.name, qualified, seen_fields=seen)
         if fields_ is None:
             if signal:
                 return DataTopic(topic.name, table_id, dialect, None, (), 0, signal)
-            raise _NoSchema(f"no Connect schema in the records and none in the schema source for {qualified}")
+            raise _NoSchema(
+                f"no Connect schema in the records, and the schema source "
+                f"({options.schema_source.describe()}) has none for {qualified}"
+            )
         versions.append(fields_)
     plan = plan_row(merge_fields(versions), bits_byte_order=dialect.bits_byte_order)
     key_columns = options.schema_source.key_columns(topic.name, qualified) or _key_columns(

@@ -12,11 +12,15 @@ from __future__ import annotations
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from cdclake.debezium import fields as f
-from cdclake.exceptions import ConnectSchemaError
+from cdclake.exceptions import ConfigError, ConnectSchemaError
+
+if TYPE_CHECKING:
+    from cdclake.connectors import ConnectorSpec
 
 JsonSchema = Mapping[str, Any]
 
@@ -115,20 +119,43 @@ def column_schema(name: str, spec: str | JsonSchema) -> dict[str, Any]:
 
 
 class SchemaSource(ABC):
-    """Supplies row-image Connect schemas (and key columns) for topics whose records carry no schema."""
+    """Supplies row-image Connect schemas (and key columns) for topics whose records carry no schema.
+
+    The ingestion job calls :meth:`begin_batch` before each batch's decoding, so a source that reads its
+    schemas from somewhere that changes (the source database, the lake) reads them again once per batch.
+    """
 
     @abstractmethod
-    def row_fields(self, topic: str, table: str | None) -> list[dict[str, Any]] | None:
+    def row_fields(
+        self, topic: str, table: str | None, *, seen_fields: frozenset[str] = frozenset()
+    ) -> list[dict[str, Any]] | None:
         """Connect field schemas of the row image, or ``None`` when unknown.
 
         Args:
             topic: the Kafka topic.
             table: ``<db-or-schema>.<table>`` from the record's source block, when known.
+            seen_fields: field names the batch's sampled records carry in their row images; a source that
+                caches schemas reads a table again when one of them is missing from what it holds.
         """
 
     def key_columns(self, topic: str, table: str | None) -> tuple[str, ...] | None:
         """Primary-key column names, or ``None`` when unknown (they are then read from the record key)."""
         return None
+
+    def begin_batch(self) -> None:  # noqa: B027  (a hook: sources without a cache need nothing here)
+        """Forget what was read for the previous batch."""
+
+    def close(self) -> None:  # noqa: B027  (a hook: sources without a connection need nothing here)
+        """Release what the source holds open (a database connection); it reopens on the next read."""
+
+    def describe(self) -> str:
+        """What this source is, for logs and errors."""
+        return type(self).__name__
+
+
+#: Builds the schema source of a run: from the connector spec (None when replaying without one) and the
+#: topic prefix (:func:`cdclake.databases.schema_source.schema_source_for`).
+SchemaSourceFactory = Callable[["ConnectorSpec | None", str], SchemaSource]
 
 
 class ConnectSchemaSource(SchemaSource):
@@ -158,6 +185,7 @@ class ConnectSchemaSource(SchemaSource):
             else:
                 self._tables[name] = [column_schema(col, spec) for col, spec in schema.items()]
         self._keys = {name: tuple(cols) for name, cols in (keys or {}).items()}
+        self._origin: str | None = None
 
     @staticmethod
     def _lookup(mapping: Mapping[str, Any], topic: str, table: str | None) -> Any:
@@ -166,9 +194,47 @@ class ConnectSchemaSource(SchemaSource):
                 return mapping[candidate]
         return None
 
-    def row_fields(self, topic: str, table: str | None) -> list[dict[str, Any]] | None:
+    @classmethod
+    def from_file(cls, path: str | Path) -> ConnectSchemaSource:
+        """A schema source from a JSON file: ``{"tables": {name: schema}, "keys": {name: [column, ...]}}``.
+
+        ``name`` is a topic, ``<db-or-schema>.<table>`` or a bare table name; ``schema`` is a Connect struct
+        schema or a ``{column: type spec}`` object (see :func:`column_schema`); ``keys`` is optional.
+
+        Raises:
+            ConfigError: when the file is missing, is not JSON, or does not have this shape (names the file).
+        """
+        file = Path(path)
+        try:
+            raw = json.loads(file.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise ConfigError(f"schema source file {file} does not exist") from exc
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"schema source file {file} is not readable JSON: {exc}") from exc
+        tables = raw.get("tables") if isinstance(raw, dict) else None
+        keys = raw.get("keys", {}) if isinstance(raw, dict) else None
+        if not isinstance(tables, dict) or not all(isinstance(v, dict) for v in tables.values()):
+            raise ConfigError(
+                f'schema source file {file}: expected {{"tables": {{name: schema or {{column: type}}}}, '
+                '"keys": {name: [column, ...]}} (see docs/decoding.md)'
+            )
+        if not isinstance(keys, dict) or not all(isinstance(v, list) for v in keys.values()):
+            raise ConfigError(f'schema source file {file}: "keys" must map table names to lists of column names')
+        try:
+            source = cls(tables, keys=keys)
+        except ConnectSchemaError as exc:
+            raise ConfigError(f"schema source file {file}: {exc}") from exc
+        source._origin = str(file)
+        return source
+
+    def row_fields(
+        self, topic: str, table: str | None, *, seen_fields: frozenset[str] = frozenset()
+    ) -> list[dict[str, Any]] | None:
         found = self._lookup(self._tables, topic, table)
         return None if found is None else [dict(fld) for fld in found]
+
+    def describe(self) -> str:
+        return f"schema file {self._origin}" if self._origin else "given Connect schemas"
 
     def key_columns(self, topic: str, table: str | None) -> tuple[str, ...] | None:
         return self._lookup(self._keys, topic, table)
@@ -177,5 +243,10 @@ class ConnectSchemaSource(SchemaSource):
 class NoSchemaSource(SchemaSource):
     """The default: no types known (records of schema-less relational topics are dead-lettered)."""
 
-    def row_fields(self, topic: str, table: str | None) -> list[dict[str, Any]] | None:
+    def row_fields(
+        self, topic: str, table: str | None, *, seen_fields: frozenset[str] = frozenset()
+    ) -> list[dict[str, Any]] | None:
         return None
+
+    def describe(self) -> str:
+        return "no schema source"

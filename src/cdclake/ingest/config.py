@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cdclake.connectors.spec import ConnectorSpec, LakeMode, LakeOptions, SchemaPolicy
+from cdclake.connectors.spec import ConnectorKind, ConnectorSpec, LakeMode, LakeOptions, SchemaPolicy
 from cdclake.decode.options import DecodeOptions, TableId
+from cdclake.decode.schema_source import NoSchemaSource, SchemaSource
+from cdclake.exceptions import ConfigError
 from cdclake.settings import settings
 
 
@@ -22,6 +24,9 @@ class SourceConfig:
         signal_tables: signaling tables (their rows are skipped).
         transaction_consistent: apply only complete transactions (when the connector provides
             transaction metadata; see :mod:`cdclake.ingest.transactions`).
+        schema_source: where column types come from when value schemas are off (see
+            :func:`cdclake.databases.schema_source.spec_schema_source`; default: none, so schema-less records
+            of relational topics are dead-lettered).
         max_incomplete_age_s: seconds after which a still-incomplete transaction is applied and reported
             (default: ``CDC_TX_MAX_INCOMPLETE_AGE_S`` of :func:`cdclake.settings.settings` when the config is
             built, 600 when unset).
@@ -34,10 +39,22 @@ class SourceConfig:
     tables: dict[str, LakeOptions] = field(default_factory=dict)
     signal_tables: frozenset[str] = frozenset()
     transaction_consistent: bool = True
+    schema_source: SchemaSource = field(default_factory=NoSchemaSource)
     max_incomplete_age_s: float = field(default_factory=lambda: settings().tx_max_incomplete_age_s)
 
     @classmethod
-    def from_spec(cls, spec: ConnectorSpec) -> SourceConfig:
+    def from_spec(cls, spec: ConnectorSpec, *, schema_source: SchemaSource | None = None) -> SourceConfig:
+        """The source of a spec; ``schema_source`` is required when the spec's value schemas are off.
+
+        Raises:
+            ConfigError: when value schemas are off and no schema source is given.
+        """
+        document_store = spec.connector is ConnectorKind.MONGODB
+        if not spec.converters.value_schemas_enable and schema_source is None and not document_store:
+            raise ConfigError(
+                f"spec {spec.name}: value schemas are off (converters.value_schemas_enable: false), so the job "
+                "needs a schema source: build it with cdclake.databases.schema_source.spec_schema_source(spec)"
+            )
         return cls(
             name=spec.name,
             topic_prefix=spec.topic_prefix,
@@ -46,6 +63,7 @@ class SourceConfig:
             tables={t.name: t.lake for t in spec.tables},
             signal_tables=frozenset({spec.signal_table}),
             transaction_consistent=spec.transaction_metadata,
+            schema_source=schema_source or NoSchemaSource(),
         )
 
     def lake_options(self, table_id: TableId) -> LakeOptions:
@@ -60,6 +78,7 @@ class SourceConfig:
             key_schemas_enabled=self.key_schemas,
             value_schemas_enabled=self.value_schemas,
             topic_prefix=self.topic_prefix,
+            schema_source=self.schema_source,
             signal_tables=self.signal_tables,
             include_before=False,  # the lake keeps after-images only (MongoDB's before document is kept anyway)
             # only append-mode tables store the raw key (tables not in the spec are upserted)

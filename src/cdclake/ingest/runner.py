@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cdclake.connectors import load_spec
+from cdclake.connectors import ConnectorKind, ConnectorSpec, load_spec
+from cdclake.decode.schema_source import NoSchemaSource, SchemaSource, SchemaSourceFactory
 from cdclake.exceptions import ConfigError
 from cdclake.ingest.batch import run_batch
 from cdclake.ingest.config import SourceConfig
@@ -35,20 +37,44 @@ def ingest_from_kafka(
     bootstrap: str | None = None,
     max_records: int | None = None,
     lock_wait_s: float = DEFAULT_WAIT_S,
+    schema_source: SchemaSourceFactory | None = None,
 ) -> BatchSummary:
     """One batch of the connector spec ``spec`` (name or path) from Kafka, under the source's lock.
 
+    ``schema_source`` builds the column types' source when the spec's value schemas are off (required then).
+
     Raises:
         ConnectorSpecError: when the spec is invalid.
+        ConfigError: when value schemas are off and the schema source cannot be built.
         RecordSourceError: when Kafka cannot be read.
         SourceBusyError: when another run holds the source's lock for longer than ``lock_wait_s``.
     """
     loaded = load_spec(spec)
-    source = SourceConfig.from_spec(loaded)
+    source = SourceConfig.from_spec(loaded, schema_source=_schema_source(loaded, loaded.topic_prefix, schema_source))
     servers = bootstrap or loaded.kafka_bootstrap_servers
     records = KafkaRecordSource(servers, source_topic_patterns(source.topic_prefix))
-    with source_lock(lake_rows.session_catalog(spark), source.name, wait_s=lock_wait_s):
+    with _closing(source.schema_source), source_lock(lake_rows.session_catalog(spark), source.name, wait_s=lock_wait_s):
         return run_capped_batch(spark, source, records, max_records)
+
+
+def _schema_source(
+    spec: ConnectorSpec | None, topic_prefix: str, factory: SchemaSourceFactory | None
+) -> SchemaSource | None:
+    """The run's schema source when its records carry no value schema (None when they do).
+
+    Raises:
+        ConfigError: when they carry none and no factory is given.
+    """
+    if spec is not None and (spec.converters.value_schemas_enable or spec.connector is ConnectorKind.MONGODB):
+        return None
+    if factory is None:
+        raise ConfigError(
+            f"{spec.describe() if spec else 'the records'}: value schemas are off, so the job needs a schema "
+            "source (cdclake.databases.schema_source.schema_source_for)"
+        )
+    built = factory(spec, topic_prefix)
+    logger.info("schema source: %s", built.describe())
+    return built
 
 
 def run_capped_batch(
@@ -84,11 +110,13 @@ def replay_files(
     max_records: int | None = None,
     on_batch: Callable[[BatchSummary], None] | None = None,
     lock_wait_s: float = DEFAULT_WAIT_S,
+    schema_source: SchemaSourceFactory | None = None,
 ) -> BatchSummary:
     """Batches over recorded JSON Lines files, exactly as if they were read from Kafka, until all is applied.
 
     The connector's topic prefix and converter settings come from ``spec`` when given, else from
-    ``topic_prefix`` and the records themselves. ``on_batch`` is called with each batch's summary as it
+    ``topic_prefix`` and the records themselves. When the records carry no value schema, ``schema_source``
+    builds the source of their column types (required then). ``on_batch`` is called with each batch's summary as it
     commits; the last one is returned.
 
     Raises:
@@ -96,7 +124,10 @@ def replay_files(
         SourceBusyError: when another run holds the source's lock for longer than ``lock_wait_s``.
     """
     if spec:
-        source = SourceConfig.from_spec(load_spec(spec))
+        loaded = load_spec(spec)
+        source = SourceConfig.from_spec(
+            loaded, schema_source=_schema_source(loaded, loaded.topic_prefix, schema_source)
+        )
         records = ReplayRecordSource(spark, files, source_topic_patterns(source.topic_prefix))
     else:
         probe = ReplayRecordSource(spark, files)
@@ -110,6 +141,8 @@ def replay_files(
             topic_prefix=str(prefix),
             key_schemas=value_schemas is not False,
             value_schemas=value_schemas is not False,
+            schema_source=(_schema_source(None, str(prefix), schema_source) if value_schemas is False else None)
+            or NoSchemaSource(),
         )
         records = ReplayRecordSource(spark, files, source_topic_patterns(source.topic_prefix))
         logger.info("replay: inferred %s", json.dumps(inferred))
@@ -118,7 +151,11 @@ def replay_files(
     # a batch makes no progress (everything left belongs to transactions still incomplete in the files)
     # Transaction ages are measured on the records' clock: the files are replayed as they were read
     # when recorded, so a capture cut inside a transaction holds it however old the capture is.
-    with record_clock(), source_lock(lake_rows.session_catalog(spark), source.name, wait_s=lock_wait_s):
+    with (
+        _closing(source.schema_source),
+        record_clock(),
+        source_lock(lake_rows.session_catalog(spark), source.name, wait_s=lock_wait_s),
+    ):
         while True:
             result = run_capped_batch(spark, source, records, max_records)
             if result.batch_id is None:
@@ -128,6 +165,14 @@ def replay_files(
                 on_batch(result)
             if result.held_everything:
                 return summary
+
+
+@contextmanager
+def _closing(schema_source: SchemaSource) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        schema_source.close()
 
 
 def busy_summary(spec: str, message: str) -> dict[str, object]:

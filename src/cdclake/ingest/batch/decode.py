@@ -50,6 +50,7 @@ def decode_batch(ctx: BatchContext, plan: BatchPlan, records: BatchRecords) -> B
     """Decode ``records`` with the source's options; each table is decoded once, at the counting pass, and
     read from the cache by every later phase."""
     with ctx.timed("read+decode"):
+        ctx.source.schema_source.begin_batch()
         decoded, counts = decode_counted(records.frame, options=ctx.source.decode_options(), sampler=records.sampler)
     for table_name, reason in decoded.schema_cut_reasons.items():
         logger.warning("source %s batch %s table %s: schema cut: %s", ctx.name, plan.batch_id, table_name, reason)

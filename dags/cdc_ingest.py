@@ -18,6 +18,10 @@ stack), one run at a time. Created paused: unpause it (UI, `airflow dags unpause
 4. **publish.&lt;table&gt;** (one per captured table): emits the table's Asset event
    (`lake.<prefix>.<schema>.<table>`, extra = batch id, counts, offsets) when the batch changed it,
    and is skipped (no event) when it did not. Downstream DAGs schedule on these Assets.
+5. **dead_letters** (beside the publish tasks): fails, and with it the run, when the batch dead-lettered
+   records (records it could not decode, kept in `lake.cdc_audit.dead_letters`), listing their count per
+   topic and reason. The batch is committed and its Asset events are emitted all the same; the records
+   are listed on the CDC source tab's dead-letters page.
 
 The **CDC source** tab of this DAG shows the source: connector, lag, batches, dead letters, reconciliation.
 """
@@ -34,7 +38,7 @@ from cdclake.orchestration import job_arguments
 from cdclake.orchestration.defaults import START_DATE, default_args
 from cdclake.orchestration.deployment import enabled_specs, ingest_interval
 from cdclake_airflow.assets import spec_assets
-from cdclake_airflow.callables import check_ingest_result, ingest_pending, publish_table_change
+from cdclake_airflow.callables import check_dead_letters, check_ingest_result, ingest_pending, publish_table_change
 from cdclake_airflow.operators.spark_job import CdcSparkJobOperator
 
 DAG_ID_PREFIX = "cdc_ingest__"
@@ -79,8 +83,13 @@ def ingest_dag(spec: ConnectorSpec, interval: timedelta) -> DAG:
         def check_batch(result: dict[str, Any]) -> dict[str, Any]:
             return check_ingest_result(result)
 
+        @task
+        def dead_letters(summary: dict[str, Any]) -> dict[str, dict[str, int]]:
+            return check_dead_letters(summary)
+
         pending() >> ingest
         summary = check_batch(ingest.output)
+        dead_letters(summary)
         with TaskGroup("publish"):
             for data_collection, asset in spec_assets(spec).items():
                 publish_task(data_collection, asset)(summary)

@@ -16,6 +16,7 @@ from cdclake.connectors import ConnectorKind, ConnectorSpec, load_spec, load_spe
 from cdclake.databases import open_database
 from cdclake.exceptions import ConnectError, ConnectorFailedError
 from cdclake.ingest.summary import SOURCE_BUSY
+from cdclake.lake.audit import DEAD_LETTERS
 from cdclake.lake.names import spec_table_identifier
 from cdclake.orchestration import (
     SnapshotRequest,
@@ -30,6 +31,7 @@ from cdclake.orchestration import (
 from cdclake_airflow.connections import connection_defined
 from cdclake_airflow.hooks.debezium_signal import DebeziumSignalHook
 from cdclake_airflow.hooks.kafka_connect import KafkaConnectHook
+from cdclake_airflow.plugin import URL_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +129,34 @@ def check_ingest_result(result: Mapping[str, Any] | None) -> dict[str, Any]:
             f"consistency checks of batch {summary.batch_id} ({summary.source}) failed:\n" + "\n".join(problems)
         )
     return summary.model_dump(mode="json")
+
+
+def check_dead_letters(summary: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """Fail when the batch dead-lettered records, naming them per topic and reason (the batch is committed and
+    its tables' Asset events are emitted all the same: this only flags the run).
+
+    Returns:
+        The batch's dead letters, topic -> reason -> records (empty: it had none).
+
+    Raises:
+        AirflowFailException: when the batch dead-lettered records (a retry cannot decode them).
+    """
+    parsed = load_summary(summary)
+    report = parsed.dead_letter_report()
+    if not report:
+        log.info("Batch %s of %s dead-lettered no record", parsed.batch_id, parsed.source)
+        return dict(parsed.dead_letters)
+    page = f"{URL_PREFIX}/sources/{parsed.source}/dead-letters"
+    if parsed.batch_id:
+        page += f"?batch_id={parsed.batch_id}"
+    raise AirflowFailException(
+        f"batch {parsed.batch_id} of {parsed.source} committed, but {parsed.dead_lettered} record(s) could not be "
+        f"decoded and went to {DEAD_LETTERS.identifier} instead of their tables:\n"
+        + "\n".join(report)
+        + f"\nSee the records in this DAG's CDC source tab (dead letters) or at {page}; the reasons are explained "
+        "in docs/decoding.md (Dead-letter reasons). Once their cause is fixed (connector, spec or source), later "
+        "batches decode such records; these stay in the dead-letter table."
+    )
 
 
 def publish_table_change(summary: Mapping[str, Any], asset: Asset, outlet_events: Any) -> dict[str, Any]:

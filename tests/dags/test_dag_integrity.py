@@ -145,6 +145,10 @@ def test_ingest_dag_runs_the_job_and_declares_the_table_assets(dag_bag: Any, nam
         if task.task_id.startswith("publish."):
             assert task.upstream_task_ids == {"check_batch"}
             assert len(task.outlets) == 1
+    # dead letters flag the run beside the publish tasks: its failure never holds back an Asset event
+    dead_letters = dag.get_task("dead_letters")
+    assert dead_letters.upstream_task_ids == {"check_batch"}
+    assert dead_letters.downstream_task_ids == set() and not dead_letters.outlets
 
 
 def test_connectors_dag_maps_upsert_restart_and_wait(dag_bag: Any) -> None:

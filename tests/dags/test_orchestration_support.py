@@ -246,6 +246,36 @@ def test_failed_batch_checks_fail_the_task_without_retries() -> None:
         check_ingest_result(None)
 
 
+def test_dead_letters_fail_the_run_naming_each_topic_and_reason() -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from cdclake_airflow.callables import check_dead_letters, check_ingest_result
+
+    assert check_dead_letters(SUMMARY) == {}
+    dead = {
+        **SUMMARY,
+        "dead_lettered": 6,
+        "dead_letters": {"pg.inventory.customers": {"invalid_json": 1}, "pg.inventory.orders": {"no_schema": 5}},
+    }
+    # the batch's own checks pass: check_batch returns it, the publish tasks emit its events
+    assert check_ingest_result({"summary": dead})["dead_letters"] == dead["dead_letters"]
+    with pytest.raises(AirflowFailException) as failed:
+        check_dead_letters(dead)
+    assert str(failed.value).splitlines() == [
+        "batch b-1 of postgres committed, but 6 record(s) could not be decoded and went to "
+        "lake.cdc_audit.dead_letters instead of their tables:",
+        "pg.inventory.customers: 1 record(s), reason invalid_json",
+        "pg.inventory.orders: 5 record(s), reason no_schema",
+        "See the records in this DAG's CDC source tab (dead letters) or at "
+        "/cdclake/sources/postgres/dead-letters?batch_id=b-1; the reasons are explained in docs/decoding.md "
+        "(Dead-letter reasons). Once their cause is fixed (connector, spec or source), later batches decode such "
+        "records; these stay in the dead-letter table.",
+    ]
+    # a summary written before the breakdown existed: its total
+    with pytest.raises(AirflowFailException, match=r"3 record\(s\), reasons not in the summary"):
+        check_dead_letters({**SUMMARY, "dead_lettered": 3})
+
+
 def test_publish_emits_an_event_only_for_changed_tables() -> None:
     from airflow.sdk.exceptions import AirflowSkipException
 

@@ -144,6 +144,7 @@ def _batch_json(b: Batch) -> dict[str, Any]:
         "applied": b.applied,
         "skipped": b.skipped,
         "dead_lettered": b.dead_lettered,
+        "dead_letters": b.dead_letters,
         "duration_s": round(b.duration_s, 3),
         "latency_s": None if b.latency_s is None else round(b.latency_s, 3),
         "latency_newest_s": None if b.latency_newest_s is None else round(b.latency_newest_s, 3),

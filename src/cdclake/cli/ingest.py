@@ -1,17 +1,24 @@
-"""``cdclake ingest`` and ``cdclake replay``: run the ingestion job locally (the same code spark-submit runs)."""
+"""``cdclake ingest`` and ``cdclake replay``: run the ingestion job locally (the same code spark-submit runs).
+
+Exit status: 0 when every batch committed without dead letters (or nothing was new); :data:`EXIT_DEAD_LETTERS`
+(65) when a batch committed but dead-lettered records, unless ``--allow-dead-letters``; 75 when another run
+held the source's lock (:data:`cdclake.cli.main.EXIT_SOURCE_BUSY`); 1 on an error.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from cdclake.ingest.lock import DEFAULT_WAIT_S
+from cdclake.ingest.summary import describe_dead_letters
 from cdclake.lake import LakeConfig
+from cdclake.lake.audit import DEAD_LETTERS
 
 if TYPE_CHECKING:
     from cdclake.ingest.summary import BatchSummary
@@ -19,6 +26,13 @@ if TYPE_CHECKING:
 console = Console(stderr=True)
 LockWait = typer.Option(
     DEFAULT_WAIT_S, "--lock-wait", help="Seconds to wait while another run of the source holds its lock."
+)
+#: Exit status when a batch dead-lettered records (EX_DATAERR); the batch is committed all the same.
+EXIT_DEAD_LETTERS = 65
+AllowDeadLetters = typer.Option(
+    False,
+    "--allow-dead-letters",
+    help="Exit 0 even when a batch dead-lettered records (otherwise the status is 65; the batch commits either way).",
 )
 
 
@@ -56,6 +70,36 @@ def _report(summary: dict, as_json: bool) -> None:  # type: ignore[type-arg]
     console.print("phases: " + ", ".join(f"{k} {v:.1f}s" for k, v in summary["phases_s"].items()), highlight=False)
 
 
+def _exit_on_dead_letters(batches: list[dict[str, Any]], allow: bool) -> None:
+    """After the report: the dead letters per batch, topic and reason, and how to see them; exit with
+    :data:`EXIT_DEAD_LETTERS` unless ``allow``.
+
+    Raises:
+        typer.Exit: with :data:`EXIT_DEAD_LETTERS` when a batch dead-lettered records and ``allow`` is false.
+    """
+    dead = [b for b in batches if b.get("dead_lettered")]
+    if not dead:
+        return
+    source = dead[0]["source"]
+    ids = ", ".join(str(b["batch_id"]) for b in dead)
+    console.print(
+        f"[bold yellow]dead letters:[/] {sum(b['dead_lettered'] for b in dead)} record(s) of batch(es) {ids} could "
+        f"not be decoded; the batch(es) committed without them and the records are in {DEAD_LETTERS.identifier}.",
+        highlight=False,
+    )
+    for b in dead:
+        for line in describe_dead_letters(b.get("dead_letters") or {}) or [f"{b['dead_lettered']} record(s)"]:
+            console.print(f"  batch {b['batch_id']}: {line}", highlight=False)
+    console.print(
+        f"See them with `cdclake lake show {DEAD_LETTERS.identifier}` (the records), `cdclake audit {source}` "
+        f"(per batch), or the CDC source view in Airflow (/cdclake/sources/{source}/dead-letters).",
+        highlight=False,
+    )
+    if not allow:
+        console.print(f"exit status {EXIT_DEAD_LETTERS} (--allow-dead-letters exits 0)", highlight=False)
+        raise typer.Exit(EXIT_DEAD_LETTERS)
+
+
 def _released(released: dict | None) -> str:  # type: ignore[type-arg]
     if not released:
         return "-"
@@ -71,11 +115,16 @@ def ingest(
     summary_json: Optional[Path] = typer.Option(None, help="Also write the batch summary JSON here."),  # noqa: UP045
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     lock_wait: float = LockWait,
+    allow_dead_letters: bool = AllowDeadLetters,
 ) -> None:
     """Run one batch: the source's Kafka offsets recorded in the lake up to the current end, into Iceberg.
 
     One run of a source at a time: while another run (Airflow's or a CLI's) holds the source's lock, this one
     waits up to --lock-wait seconds, then exits with status 75 without doing anything.
+
+    Records that cannot be decoded go to lake.cdc_audit.dead_letters and the batch commits the rest; the
+    command then exits with status 65 (listing the dead letters per topic and reason) unless
+    --allow-dead-letters is given.
     """
     from cdclake.ingest.runner import ingest_from_kafka
 
@@ -86,6 +135,7 @@ def ingest(
     if summary_json:
         summary_json.write_text(json.dumps(summary, indent=2, default=str))
     _report(summary, as_json)
+    _exit_on_dead_letters([summary], allow_dead_letters)
 
 
 def replay(
@@ -96,11 +146,14 @@ def replay(
     max_records: Optional[int] = typer.Option(None, help="Records per batch (default: all in one batch)."),  # noqa: UP045
     as_json: bool = typer.Option(False, "--json", help="Print the batch summaries as a JSON list."),
     lock_wait: float = LockWait,
+    allow_dead_letters: bool = AllowDeadLetters,
 ) -> None:
     """Ingest recorded Kafka records exactly as `ingest` would read them from Kafka (idempotent).
 
     Runs batches until everything in the files is applied; each batch is reported as it commits. Holds the
     source's lock like `ingest` (status 75 when another run keeps it longer than --lock-wait seconds).
+    Exits with status 65 when a batch dead-lettered records (they are committed to lake.cdc_audit.dead_letters
+    like in `ingest`), unless --allow-dead-letters is given.
     """
     from cdclake.ingest.runner import replay_files
 
@@ -131,3 +184,4 @@ def replay(
             f"{sum(b['dead_lettered'] for b in batches)} dead-lettered",
             highlight=False,
         )
+    _exit_on_dead_letters(batches, allow_dead_letters)

@@ -62,7 +62,11 @@ EXIT_SOURCE_BUSY = 75
 
 
 def main() -> None:
-    """Run the CLI; cdclake errors print as one clear message and exit 1 (75 when the source is busy)."""
+    """Run the CLI; cdclake errors print as one clear message and exit 1 (75 when the source is busy).
+
+    ``ingest`` and ``replay`` exit :data:`cdclake.cli.ingest.EXIT_DEAD_LETTERS` (65, EX_DATAERR) when a batch
+    committed with dead-lettered records, unless given ``--allow-dead-letters``.
+    """
     try:
         app()
     except SourceBusyError as exc:

@@ -10,16 +10,23 @@ fields the DAGs rely on::
      "tables": {"<iceberg identifier>": {"applied": int, "skipped": int, "dead_lettered": int, ...}},
      "changed_tables": [identifiers],
      "offsets": {...},                   # the batch's Kafka offset ranges
+     "dead_lettered": int,              # records written to lake.cdc_audit.dead_letters
+     "dead_letters": {"<topic>": {"<reason>": int}},  # the same records per topic and reason
      "checks": {"ok": bool, "problems": [str]}}  # the batch's own consistency checks
 
-Other keys (``records``, ``dead_lettered``, ``phases_s``, per-table details) are kept as they are by the
+``dead_letters`` sums to ``dead_lettered``; its reasons are the ``reason`` codes of ``cdc_audit.dead_letters``.
+Dead letters are not a consistency problem (``checks`` leaves them out): the batch commits what it could
+decode, and whoever runs it decides what they mean (the CLI exits 65, the ingest DAG fails its
+``dead_letters`` task).
+
+Other keys (``records``, ``dead_lettered_by_partition``, ``phases_s``, per-table details) are kept as they are by the
 reader and passed through to Asset-event extras. This module imports neither Spark nor Airflow.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +41,53 @@ COMMITTED_STATUS = "committed"
 NO_NEW_RECORDS = "no-new-records"
 #: ``status`` of a run that found the source's lock held by another run: it read and wrote nothing.
 SOURCE_BUSY = "source-busy"
+#: ``reason`` under which a dead letter without one is counted.
+NO_REASON = "unknown"
+
+
+@dataclass(frozen=True)
+class DeadLetterCounts:
+    """A batch's dead letters counted two ways (:func:`dead_letter_counts`).
+
+    Attributes:
+        by_partition: ``"<topic>/<partition>"`` -> records (the summary's ``dead_lettered_by_partition``).
+        by_reason: topic -> reason code -> records (the summary's ``dead_letters``).
+    """
+
+    by_partition: dict[str, int] = field(default_factory=dict)
+    by_reason: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_partition.values())
+
+
+def dead_letter_counts(rows: Iterable[tuple[str, int, str | None, int]]) -> DeadLetterCounts:
+    """The batch's dead letters counted per topic-partition and per topic and reason, from
+    ``(topic, partition, reason, count)`` rows (one aggregation of the dead-letter frame); both sum to the
+    same total. A row without a reason counts under :data:`NO_REASON`."""
+    by_partition: dict[tuple[str, int], int] = {}
+    by_reason: dict[str, dict[str, int]] = {}
+    for topic, partition, reason, n in rows:
+        if not n:
+            continue
+        tp = (topic, int(partition))
+        by_partition[tp] = by_partition.get(tp, 0) + int(n)
+        reasons = by_reason.setdefault(topic, {})
+        reasons[reason or NO_REASON] = reasons.get(reason or NO_REASON, 0) + int(n)
+    return DeadLetterCounts(
+        by_partition={f"{t}/{p}": n for (t, p), n in sorted(by_partition.items())},
+        by_reason={t: dict(sorted(r.items())) for t, r in sorted(by_reason.items())},
+    )
+
+
+def describe_dead_letters(dead_letters: Mapping[str, Mapping[str, int]]) -> list[str]:
+    """One line per topic and reason of a summary's ``dead_letters``: ``<topic>: <count> record(s), reason <reason>``."""
+    return [
+        f"{topic}: {n} record(s), reason {reason}"
+        for topic, reasons in dead_letters.items()
+        for reason, n in reasons.items()
+    ]
 
 
 @dataclass
@@ -94,8 +148,7 @@ class BatchSummary:
     records: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)
-    dead_lettered: int = 0
-    dead_by_partition: dict[str, int] = field(default_factory=dict)
+    dead_letters: DeadLetterCounts = field(default_factory=DeadLetterCounts)
     phases: dict[str, float] = field(default_factory=dict)
     redo: bool = False
     transactions: dict[str, Any] = field(default_factory=dict)
@@ -111,6 +164,11 @@ class BatchSummary:
     @property
     def changed_tables(self) -> list[str]:
         return sorted(t for t, r in self.tables.items() if r.get("applied") and not r.get("already_applied"))
+
+    @property
+    def dead_lettered(self) -> int:
+        """The records the batch wrote to ``cdc_audit.dead_letters``."""
+        return self.dead_letters.total
 
     def problems(self) -> list[str]:
         """What the batch's own consistency checks found: quarantined tables, schema changes its events do
@@ -137,7 +195,8 @@ class BatchSummary:
             "tables": self.tables,
             "changed_tables": self.changed_tables,
             "dead_lettered": self.dead_lettered,
-            "dead_lettered_by_partition": self.dead_by_partition,
+            "dead_lettered_by_partition": self.dead_letters.by_partition,
+            "dead_letters": self.dead_letters.by_reason,
             "phases_s": {k: round(v, 3) for k, v in self.phases.items()},
             "transactions": self.transactions,
             "schema_cuts": self.schema_cuts,
@@ -169,6 +228,7 @@ class IngestSummary(_SummaryModel):
     changed_tables: tuple[str, ...] = ()
     offsets: Any = None
     dead_lettered: int = 0
+    dead_letters: dict[str, dict[str, int]] = Field(default_factory=dict)
     checks: BatchChecks
 
     def changed(self, identifier: str) -> bool:
@@ -181,8 +241,17 @@ class IngestSummary(_SummaryModel):
             return []
         return list(self.checks.problems) or ["checks.ok is false (the job reported no problem text)"]
 
+    def dead_letter_report(self) -> list[str]:
+        """The batch's dead letters, one line per topic and reason (``<topic>: <count> record(s), reason <reason>``);
+        empty when it has none. A summary without ``dead_letters`` (written before it existed) gives its total."""
+        lines = describe_dead_letters(self.dead_letters)
+        if self.dead_lettered and not lines:
+            lines.append(f"{self.dead_lettered} record(s), reasons not in the summary")
+        return lines
+
     def warnings(self) -> list[str]:
-        """Worth a warning but not a failure: dead-lettered records (they are kept in the dead-letter table)."""
+        """The dead-lettered records per table: not a consistency problem (the batch committed what it could
+        decode; the records are kept in ``cdc_audit.dead_letters``), see :meth:`dead_letter_report`."""
         out = [
             f"{identifier}: {result.get('dead_lettered', 0)} record(s) dead-lettered"
             for identifier, result in self.tables.items()

@@ -120,6 +120,12 @@ class Batch:
         """Records per second of the batch's duration."""
         return self.records / self.duration_s if self.duration_s > 0 else None
 
+    @property
+    def dead_letters(self) -> dict[str, dict[str, int]]:
+        """Dead-lettered records per topic and reason (the summary's ``dead_letters``; empty when the batch
+        had none or its summary was written before the breakdown existed)."""
+        return dict(self.summary.get("dead_letters") or {})
+
 
 class LakeMonitor:
     """Reads the lake's audit tables (pyiceberg).

@@ -41,6 +41,7 @@ def _batch(i: int, records: int = 40, dead: int = 0) -> Batch:
         problems=[],
         redo=False,
         status="committed",
+        summary={"dead_letters": {"pg.inventory.orders": {"invalid_json": dead}}} if dead else {},
     )
 
 
@@ -111,6 +112,12 @@ def test_a_source_page_has_lag_batches_chart_and_verdicts(client: TestClient) ->
     assert "<svg" in html and 'class="bar"' in html
     assert 'data-table="inventory.orders"' in html and '<span class="badge equal">equal</span>' in html
     assert 'href="/cdclake/sources/postgres/dead-letters?batch_id=20261124T120002-abc"' in html
+    # the batch's dead letters per topic and reason, linked to its records
+    assert (
+        '<div class="dead-lettered">dead-lettered <code>pg.inventory.orders</code> <code>invalid_json</code>: '
+        '<a href="/cdclake/sources/postgres/dead-letters?batch_id=20261124T120002-abc">1</a></div>'
+    ) in html
+    assert html.count('class="dead-lettered"') == 1
     assert client.get("/sources/nope").status_code == 404
 
 
@@ -136,6 +143,7 @@ def test_the_json_api(client: TestClient) -> None:
     )
     assert [b["batch_id"] for b in pg["batches"]] == ["20261124T120002-abc", "20261124T120001-abc"]
     assert pg["batches"][0]["latency_s"] == 50.0 and pg["batches"][0]["duration_s"] == 20.0
+    assert [b["dead_letters"] for b in pg["batches"]] == [{"pg.inventory.orders": {"invalid_json": 1}}, {}]
     assert client.get("/api/sources/mariadb").json()["health"] == "failed"
     [letter] = client.get("/api/sources/postgres/dead-letters").json()
     assert letter["value"] == HOSTILE and letter["offset"] == 7

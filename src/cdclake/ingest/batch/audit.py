@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 from cdclake.ingest.schema_checks import audit_rows as schema_change_rows
 from cdclake.ingest.schema_checks import table_ddls, unexplained
+from cdclake.ingest.summary import DeadLetterCounts, dead_letter_counts, describe_dead_letters
 from cdclake.ingest.transactions import TxStatus, audit_rows, before_cuts
 from cdclake.lake import audit
 from cdclake.lake.names import table_identifier
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
     from cdclake.ingest.batch.decode import BatchDecoded
     from cdclake.ingest.batch.plan import BatchPlan
     from cdclake.ingest.batch.transactions import TxDecision
-    from cdclake.ingest.offsets import TopicPartition
     from cdclake.ingest.summary import TableResult
 
 logger = logging.getLogger(__name__)
@@ -35,12 +35,13 @@ class Audited:
     """What the audit phase recorded and found.
 
     Attributes:
-        dead_by_partition: dead-lettered records per topic-partition.
-        dead_by_table: dead-lettered records per lake identifier of the topic's table.
+        dead_letters: dead-lettered records per topic-partition and per topic and reason.
+        dead_by_table: dead-lettered records per lake identifier of the topic's table (only tables the
+            apply phase has a result for).
         schema_problems: schema changes the batch's data events do not explain.
     """
 
-    dead_by_partition: dict[TopicPartition, int]
+    dead_letters: DeadLetterCounts
     dead_by_table: dict[str, int]
     schema_problems: list[str]
 
@@ -55,16 +56,16 @@ def write_audit(
     """
     with ctx.timed("dead-letters"):
         dead = before_cuts(decoded.batch.dead_letters, tx.cuts, "topic", "partition", "offset")
-        dead_by_tp = _dead_letters(ctx, plan, dead) if decoded.has("dead_letters") else {}
+        dead_letters = _dead_letters(ctx, plan, dead) if decoded.has("dead_letters") else DeadLetterCounts()
         tables_of = {t: table_identifier(tid) for tid, i in decoded.batch.table_info.items() for t in i.topics}
         dead_by_table: dict[str, int] = {}
-        for (topic, _), n in dead_by_tp.items():
+        for topic, reasons in dead_letters.by_reason.items():
             if tables_of.get(topic) in tables:
-                dead_by_table[tables_of[topic]] = dead_by_table.get(tables_of[topic], 0) + n
+                dead_by_table[tables_of[topic]] = dead_by_table.get(tables_of[topic], 0) + sum(reasons.values())
         _transactions(ctx, plan, tx)
     with ctx.timed("schema-audit"):
         problems = _schema_changes(ctx, plan, decoded, tables)
-    return Audited(dead_by_tp, dead_by_table, problems)
+    return Audited(dead_letters, dead_by_table, problems)
 
 
 def dead_letter_rows(source: str, batch_id: str, records: DataFrame, reason: Column) -> DataFrame:
@@ -82,24 +83,26 @@ def dead_letter_rows(source: str, batch_id: str, records: DataFrame, reason: Col
     )
 
 
-def _dead_letters(ctx: BatchContext, plan: BatchPlan, dead: DataFrame) -> dict[TopicPartition, int]:
-    """Write the batch's dead letters once; returns their number per topic-partition."""
-    per_tp = {
-        (r["topic"], int(r["partition"])): int(r["count"]) for r in dead.groupBy("topic", "partition").count().collect()
-    }
-    count = sum(per_tp.values())
-    if not count:
-        return {}
+def _dead_letters(ctx: BatchContext, plan: BatchPlan, dead: DataFrame) -> DeadLetterCounts:
+    """Write the batch's dead letters once; returns their numbers per topic-partition and per topic and reason
+    (one aggregation, by topic, partition and reason)."""
+    counts = dead_letter_counts(
+        (r["topic"], int(r["partition"]), r["reason"], int(r["count"]))
+        for r in dead.groupBy("topic", "partition", "reason").count().collect()
+    )
+    if not counts.total:
+        return counts
     rows = dead_letter_rows(ctx.name, plan.batch_id, dead, F.col("reason"))
     if audit.append_frame(ctx.spark, audit.DEAD_LETTERS, rows, plan.batch_id, redo=plan.redo):
         logger.warning(
-            "source %s batch %s: %d records dead-lettered into %s",
+            "source %s batch %s: %d records dead-lettered into %s (%s)",
             ctx.name,
             plan.batch_id,
-            count,
+            counts.total,
             audit.DEAD_LETTERS.identifier,
+            "; ".join(describe_dead_letters(counts.by_reason)),
         )
-    return per_tp
+    return counts
 
 
 def _transactions(ctx: BatchContext, plan: BatchPlan, tx: TxDecision) -> None:

@@ -135,6 +135,17 @@ class RecordSourceError(CdcError, RuntimeError):
     """Records could not be listed or read (broker unreachable, unreadable replay file)."""
 
 
+class ReplayFileError(ConfigError):
+    """A line of a recorded-records file (``cdclake replay``'s JSON Lines) is not a record in a format replay
+    reads, or contradicts an earlier record at the same Kafka coordinates; the message starts with
+    ``file:line`` and says what is wrong with the line."""
+
+    def __init__(self, message: str, *, path: str, line: int) -> None:
+        super().__init__(f"{path}:{line}: {message}")
+        self.path = path
+        self.line = line
+
+
 class SchemaEvolutionError(CdcError, ValueError):
     """A table's schema changed in a way its policy does not allow."""
 
@@ -149,7 +160,6 @@ class QuarantineReleaseError(CdcError, ValueError):
 class SourceDatabaseError(CdcError, ConnectionError):
     """A source database could not be reached or read; the message names the connection (never its password)
     and what to check."""
-
 
 
 class ReconcileError(CdcError, RuntimeError):

@@ -139,7 +139,11 @@ def ingest(
 
 
 def replay(
-    files: list[Path] = typer.Argument(..., help="JSON Lines files (or folders of *.jsonl) from `cdclake capture`."),
+    files: list[Path] = typer.Argument(
+        ...,
+        help="JSON Lines files (or folders of *.jsonl), one Kafka record per line: `cdclake capture` output, the same "
+        "with headers as an object, or `kcat -J` output.",
+    ),
     lake: Optional[Path] = typer.Option(None, help="Embedded lake directory [env CDC_LAKE_DIR; .lake/]"),  # noqa: UP045
     spec: Optional[str] = typer.Option(None, help="Connector spec (default: inferred from the records)."),  # noqa: UP045
     topic_prefix: Optional[str] = typer.Option(None, help="Debezium topic.prefix (default: inferred)."),  # noqa: UP045
@@ -152,11 +156,17 @@ def replay(
 
     Runs batches until everything in the files is applied; each batch is reported as it commits. Holds the
     source's lock like `ingest` (status 75 when another run keeps it longer than --lock-wait seconds).
+    Lines may mix `cdclake capture`'s format, the same with headers as an object ({"name": "value"}) and
+    `kcat -J` output. Every line is checked before Spark starts: a line that is none of these (or a record
+    that differs from another at the same topic, partition and offset) stops the replay with status 1 and
+    an error naming the file and line.
     Exits with status 65 when a batch dead-lettered records (they are committed to lake.cdc_audit.dead_letters
     like in `ingest`), unless --allow-dead-letters is given.
     """
     from cdclake.ingest.runner import replay_files
+    from cdclake.ingest.sources import prepare_replay_files
 
+    prepare_replay_files(files)  # every line checked before Spark starts; the replay reuses the pass
     spark = _session(lake)
     batches: list[dict] = []  # type: ignore[type-arg]
 

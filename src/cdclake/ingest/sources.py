@@ -7,12 +7,16 @@ Kafka schema), so everything after reading is identical for ingestion and replay
 from __future__ import annotations
 
 import abc
+import atexit
 import json
 import logging
 import re
+import shutil
+import tempfile
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from cdclake.exceptions import ConfigError, RecordSourceError
 from cdclake.ingest.offsets import OffsetRange, TopicPartition, within
@@ -21,7 +25,7 @@ from cdclake.spark import temporary_conf
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from cdclake.decode.records import RecordSampler, SampleRecord
+    from cdclake.decode.records import RecordCoordinates, RecordSampler, SampleRecord
 
 logger = logging.getLogger(__name__)
 
@@ -352,28 +356,28 @@ class FrameRecordSource(RecordSource):
 
 
 class ReplayRecordSource(FrameRecordSource):
-    """Records from JSON Lines files written by ``cdclake capture`` (or any topic dump in that format)."""
+    """Records from JSON Lines record files: ``cdclake capture`` output, the same with headers as an object, or
+    kcat ``-J`` output (:func:`cdclake.decode.records.parse_record_line`), mixed freely.
+
+    Every line is checked before Spark reads anything (:func:`prepare_replay_files`); Spark reads the files
+    whose lines are all in the capture format as they are, and a capture-format copy of the others.
+
+    Raises:
+        ConfigError: a path does not exist, or there is no ``.jsonl`` file.
+        ReplayFileError: a line is not a record (the message names the file and the line).
+    """
 
     def __init__(
         self, spark: SparkSession, paths: Sequence[str | Path], topic_patterns: Iterable[str] | None = None
     ) -> None:
-        files: list[str] = []
-        for path in map(Path, paths):
-            if path.is_dir():
-                files += [str(p) for p in sorted(path.glob("*.jsonl"))]
-            elif path.exists():
-                files.append(str(path))
-            else:
-                raise ConfigError(f"replay file {path} does not exist")
-        if not files:
-            raise ConfigError(f"no .jsonl files in {', '.join(map(str, paths))}")
-        self.files = files
+        self.files = replay_file_paths(paths)
         super().__init__(self._load(spark), topic_patterns)
 
     def _load(self, spark: SparkSession) -> DataFrame:
         from pyspark.sql import functions as F
 
-        raw = spark.read.schema(_REPLAY_SCHEMA).option("mode", "FAILFAST").json(self.files)
+        files = prepare_replay_files(self.files)
+        raw = spark.read.schema(_REPLAY_SCHEMA).option("mode", "FAILFAST").json(files)
         frame = raw.select(
             "topic",
             "partition",
@@ -387,3 +391,106 @@ class ReplayRecordSource(FrameRecordSource):
         )
         # the same record can sit in several overlapping dumps: keep one copy per coordinate
         return frame.dropDuplicates(["topic", "partition", "offset"])
+
+
+def replay_file_paths(paths: Sequence[str | Path]) -> list[str]:
+    """The record files of ``paths``: files as given, folders expanded to their ``*.jsonl`` files (sorted).
+
+    Raises:
+        ConfigError: a path does not exist, or there is no file at all.
+    """
+    files: list[str] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            files += [str(p) for p in sorted(path.glob("*.jsonl"))]
+        elif path.exists():
+            files.append(str(path))
+        else:
+            raise ConfigError(f"replay file {path} does not exist")
+    if not files:
+        raise ConfigError(f"no .jsonl files in {', '.join(map(str, paths))}")
+    return files
+
+
+#: Files checked by :func:`prepare_replay_files` in this process, by (path, size, mtime) of each: the paths
+#: Spark reads for them. A replay builds its source twice (inference, then the batches); the pass runs once.
+_PREPARED: dict[tuple[tuple[str, int, int], ...], list[str]] = {}
+_COPIES: list[Path] = []
+
+
+def _copies_dir() -> Path:
+    """The process's directory of capture-format copies, removed when the process exits."""
+    if not _COPIES:
+        _COPIES.append(Path(tempfile.mkdtemp(prefix="cdclake-replay-")))
+        atexit.register(shutil.rmtree, _COPIES[0], True)
+    return _COPIES[0]
+
+
+def prepare_replay_files(paths: Sequence[str | Path]) -> list[str]:
+    """Check every line of the record files in one streaming pass; the files Spark reads for them.
+
+    A file whose lines are all in the capture format as Spark's reader takes it is read as it is; any other
+    gets a capture-format copy in a temporary directory of the process (its lines in that format copied as
+    they are, the others rewritten), made in the same pass. A record repeated across the files (overlapping
+    dumps) must be the same record each time. The result is kept for the process while the files keep their
+    size and modification time, so building a second source over them costs nothing.
+
+    Raises:
+        ConfigError: a path does not exist, or there is no file at all.
+        ReplayFileError: a line is not a record, or differs from an earlier one at its coordinates (the
+            message names the file and the line); no copy is left behind.
+        RecordSourceError: a file cannot be read.
+    """
+    from cdclake.decode.records import RecordCoordinates
+
+    files = [Path(p) for p in replay_file_paths(paths)]
+    key = tuple((str(f.resolve()), (st := f.stat()).st_size, st.st_mtime_ns) for f in files)
+    if key in _PREPARED:
+        return list(_PREPARED[key])
+    began = time.monotonic()
+    seen = RecordCoordinates()
+    made: list[Path] = []
+    try:
+        out = [_prepare_file(f, seen, made) for f in files]
+    except BaseException:
+        for copy in made:
+            copy.unlink(missing_ok=True)
+        raise
+    logger.info(
+        "replay: checked %d file(s) in %.1fs; %d read through a capture-format copy",
+        len(files),
+        time.monotonic() - began,
+        len(made),
+    )
+    _PREPARED[key] = out
+    return list(out)
+
+
+def _prepare_file(path: Path, seen: RecordCoordinates, made: list[Path]) -> str:
+    """Check one file; the path Spark reads for it (itself, or a copy added to ``made``)."""
+    from cdclake.decode.records import read_record_file
+
+    copy: BinaryIO | None = None
+    try:
+        for line in read_record_file(path, seen):
+            if copy is None and not line.native:
+                target = Path(tempfile.mkstemp(suffix=".jsonl", prefix=path.stem + "-", dir=_copies_dir())[1])
+                made.append(target)
+                copy = target.open("wb")
+                with path.open("rb") as original:  # the lines before this one are in the capture format
+                    _copy_bytes(original, copy, line.start)
+            if copy is not None:
+                copy.write(line.raw if line.native else line.record.capture_json().encode() + b"\n")
+    finally:
+        if copy is not None:
+            copy.close()
+    return str(path) if copy is None else copy.name
+
+
+def _copy_bytes(src: BinaryIO, dst: BinaryIO, count: int) -> None:
+    while count > 0:
+        chunk = src.read(min(count, 1 << 20))
+        if not chunk:
+            break
+        dst.write(chunk)
+        count -= len(chunk)

@@ -13,6 +13,9 @@ stack), one run at a time. Created paused: unpause it (UI, `airflow dags unpause
    docker-compose), with the project's jars and the lake catalog's Spark conf. One bounded batch
    from the offsets recorded in the lake to the current end of the topics, under the source's lock:
    when another run of the source (`cdc_snapshot`, maintenance, a CLI) holds it, the job waits for it.
+   A source whose connector sends no value schemas (`converters.value_schemas_enable: false`) takes the
+   column types from `converters.schema_source`; with `database` (the default) the job reads the source's
+   catalog through connection `<connection_id>_reader`, handed to it when the connection exists.
 3. **check_batch**: reads the batch summary; fails when `checks.ok` is false
    (the problems are listed in the error); skipped when the source stayed busy past the wait.
 4. **publish.&lt;table&gt;** (one per captured table): emits the table's Asset event
@@ -77,6 +80,8 @@ def ingest_dag(spec: ConnectorSpec, interval: timedelta) -> DAG:
             job="ingest",
             application_args=job_arguments(spec.name),
             execution_timeout=timedelta(minutes=25),
+            # a schemas-off source's job reads column types from the source database
+            connections=() if spec.converters.value_schemas_enable else (spec.reader_connection_id,),
         )
 
         @task

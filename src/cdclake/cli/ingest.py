@@ -24,6 +24,13 @@ if TYPE_CHECKING:
     from cdclake.ingest.summary import BatchSummary
 
 console = Console(stderr=True)
+SchemaSourceOption = typer.Option(
+    None,
+    "--schema-source",
+    help="Where column types come from when the records carry no schema: database (the source's catalog, "
+    "through the spec's reader connection), lake (the existing Iceberg tables) or a JSON schema file "
+    "[default: the spec's converters.schema_source; without a spec, lake or a file is required].",
+)
 LockWait = typer.Option(
     DEFAULT_WAIT_S, "--lock-wait", help="Seconds to wait while another run of the source holds its lock."
 )
@@ -100,6 +107,17 @@ def _exit_on_dead_letters(batches: list[dict[str, Any]], allow: bool) -> None:
         raise typer.Exit(EXIT_DEAD_LETTERS)
 
 
+def _schema_sources(spark, override: Optional[str]):  # type: ignore[no-untyped-def]  # noqa: UP045
+    """The run's schema-source factory: ``--schema-source``, else the spec's ``converters.schema_source``."""
+    from cdclake.databases.schema_source import schema_source_for
+    from cdclake.lake import rows as lake_rows
+
+    def build(spec, topic_prefix: str):  # type: ignore[no-untyped-def]
+        return schema_source_for(spec, topic_prefix, override=override, catalog=lake_rows.session_catalog(spark))
+
+    return build
+
+
 def _released(released: dict | None) -> str:  # type: ignore[type-arg]
     if not released:
         return "-"
@@ -116,6 +134,7 @@ def ingest(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     lock_wait: float = LockWait,
     allow_dead_letters: bool = AllowDeadLetters,
+    schema_source: Optional[str] = SchemaSourceOption,  # noqa: UP045
 ) -> None:
     """Run one batch: the source's Kafka offsets recorded in the lake up to the current end, into Iceberg.
 
@@ -130,7 +149,12 @@ def ingest(
 
     spark = _session(lake)
     summary = ingest_from_kafka(
-        spark, spec, bootstrap=bootstrap, max_records=max_records, lock_wait_s=lock_wait
+        spark,
+        spec,
+        bootstrap=bootstrap,
+        max_records=max_records,
+        lock_wait_s=lock_wait,
+        schema_source=_schema_sources(spark, schema_source),
     ).as_dict()
     if summary_json:
         summary_json.write_text(json.dumps(summary, indent=2, default=str))
@@ -151,6 +175,7 @@ def replay(
     as_json: bool = typer.Option(False, "--json", help="Print the batch summaries as a JSON list."),
     lock_wait: float = LockWait,
     allow_dead_letters: bool = AllowDeadLetters,
+    schema_source: Optional[str] = SchemaSourceOption,  # noqa: UP045
 ) -> None:
     """Ingest recorded Kafka records exactly as `ingest` would read them from Kafka (idempotent).
 
@@ -183,6 +208,7 @@ def replay(
         max_records=max_records,
         on_batch=report,
         lock_wait_s=lock_wait,
+        schema_source=_schema_sources(spark, schema_source),
     )
     if as_json:
         typer.echo(json.dumps(batches, indent=2, default=str))

@@ -141,7 +141,11 @@ def replay_files(
             topic_prefix=str(prefix),
             key_schemas=value_schemas is not False,
             value_schemas=value_schemas is not False,
-            schema_source=(_schema_source(None, str(prefix), schema_source) if value_schemas is False else None)
+            schema_source=(
+                _schema_source(None, str(prefix), schema_source)
+                if value_schemas is False and inferred["connector"] != ConnectorKind.MONGODB
+                else None
+            )
             or NoSchemaSource(),
         )
         records = ReplayRecordSource(spark, files, source_topic_patterns(source.topic_prefix))

@@ -61,9 +61,10 @@ class DatabaseSchemaSource(SchemaSource):
     """Row schemas read from the source database's catalog, as the connector would send them.
 
     Each table is read once per batch (:meth:`begin_batch` forgets the previous batch's reads), and again when
-    the batch's records carry a field the schema read lacks. Columns the lake table still has but the database
-    no longer does (dropped since the records were written) are taken from ``lake``, so their values in older
-    records are kept. Key columns come from ``message.key.columns`` when the connector config sets it for the
+    the batch's records carry a field the schema read lacks. A column the sampled records carry that the
+    database no longer has (dropped since the records were written) is taken from ``lake`` when the lake table
+    has it, so its values in those records are kept; the columns of the table's later batches are the
+    database's again. Key columns come from ``message.key.columns`` when the connector config sets it for the
     table, else from the primary key.
 
     Args:
@@ -156,7 +157,7 @@ class DatabaseSchemaSource(SchemaSource):
     ) -> list[dict[str, Any]]:
         names = {fld["field"] for fld in fields}
         lake_fields = (self._lake.row_fields(topic, table) if self._lake else None) or []
-        kept = [fld for fld in lake_fields if fld["field"] not in names]
+        kept = [fld for fld in lake_fields if fld["field"] in seen and fld["field"] not in names]
         names |= {fld["field"] for fld in kept}
         unknown = sorted(seen - names)
         if unknown:

@@ -86,16 +86,22 @@ def test_the_demo_through_airflow_ends_with_every_table_equal(demo: dict[str, An
 
 def test_cdc_ingest_postgres_has_successful_scheduled_runs(demo: dict[str, Any], airflow: Any, stack: Stack) -> None:
     assert demo["rc"] == 0
-    runs = airflow.dag_runs("cdc_ingest__postgres", run_type="scheduled", state="success")
+    # a scheduled run may still be finishing its last tasks when the demo ends: wait for one to succeed
+    deadline = time.monotonic() + 300
+    while True:
+        runs = airflow.dag_runs("cdc_ingest__postgres", run_type="scheduled", state="success")
+        ran_spark = [
+            r
+            for r in runs
+            if {t["task_id"]: t["state"] for t in airflow.task_instances("cdc_ingest__postgres", r["dag_run_id"])}.get(
+                "ingest"
+            )
+            == "success"
+        ]
+        if ran_spark or time.monotonic() > deadline:
+            break
+        time.sleep(10)
     assert runs, "no successful scheduled run of cdc_ingest__postgres"
-    ran_spark = [
-        r
-        for r in runs
-        if {t["task_id"]: t["state"] for t in airflow.task_instances("cdc_ingest__postgres", r["dag_run_id"])}.get(
-            "ingest"
-        )
-        == "success"
-    ]
     assert ran_spark, "no scheduled run got as far as the Spark job"
     # the batches of those runs are in the ledger, with rows in the lake
     batches = LakeMonitor(stack.airflow.lake()).batches("postgres")

@@ -10,10 +10,7 @@ Run with ``CDC_KEEP_STACK=1 .venv/bin/pytest tests/integration/test_reconcile_e2
 
 from __future__ import annotations
 
-import os
 import secrets
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
+from owned_sources import cli_ingest, remove_source
 from pyiceberg.catalog import load_catalog
 from typer.testing import CliRunner
 
@@ -32,7 +30,7 @@ from cdclake.connect.lifecycle import ensure_connector, wait_running
 from cdclake.connect.models import ConnectorState
 from cdclake.connectors import ConnectorSpec, load_spec
 from cdclake.demo.database import app_sql, apply_demo_schema
-from cdclake.demo.topics import delete_connector_topics, topic_end_offsets, wait_for_records
+from cdclake.demo.topics import topic_end_offsets, wait_for_records
 from cdclake.demo.workload import run_workload
 from cdclake.lake import LakeConfig
 from cdclake.reconcile import ReconcileReport, lake_identifier, reconcile_source
@@ -43,7 +41,6 @@ if TYPE_CHECKING:
 
 pytestmark = [pytest.mark.integration("stack"), pytest.mark.spark]
 
-CDCLAKE = str(Path(sys.executable).parent / "cdclake")
 RUN = secrets.token_hex(3)
 ID_BASE = 1000
 
@@ -112,26 +109,6 @@ def _create_tables(stack: Stack, src: Source) -> None:
         )
 
 
-def _cleanup(stack: Stack, client: KafkaConnectClient, src: Source) -> None:
-    client.remove(src.spec.name)  # stop, reset its offsets (Connect keeps them otherwise), delete
-    if src.which == "postgres":
-        with stack.service("postgres").connect("admin", dbname="demo") as conn:
-            for _ in range(20):  # the slot stays active until the task has shut down
-                row = conn.execute(
-                    "SELECT active FROM pg_replication_slots WHERE slot_name = %s", [src.spec.slot_name]
-                ).fetchone()
-                if row is None:
-                    break
-                if not row[0]:
-                    conn.execute("SELECT pg_drop_replication_slot(%s)", [src.spec.slot_name])
-                    break
-                time.sleep(1)
-    with app_sql(stack, src.which) as sql:
-        for table in (src.customers, src.orders):
-            sql.execute(f"DROP TABLE IF EXISTS {table}")
-    delete_connector_topics(stack.config.kafka_bootstrap, src.spec.topic_prefix)
-
-
 @pytest.fixture(scope="module")
 def sources(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Source]]:
     """Test-owned tables and connectors in both databases, after a snapshot and a mixed workload."""
@@ -157,20 +134,7 @@ def sources(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         yield made
     finally:
         for src in made.values():
-            _cleanup(stack, client, src)
-
-
-def _ingest(src: Source, lake: Path) -> None:
-    """`cdclake ingest` of one source into ``lake`` (one at a time: both commit to the lake's ledger)."""
-    env = dict(os.environ, CDC_LAKE_DIR=str(lake), CDC_LOG_LEVEL="WARNING")
-    proc = subprocess.run(
-        [CDCLAKE, "ingest", "--spec", str(src.spec_path), "--lake", str(lake)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+            remove_source(stack, client, src.which, src.spec, (src.customers, src.orders))
 
 
 def _assert_equal(report: ReconcileReport, expect_rows: bool = True) -> None:
@@ -197,7 +161,7 @@ def _snapshot_ids(lake: LakeConfig, sources: dict[str, Source]) -> dict[tuple[st
 def live_lake(sources: dict[str, Source], tmp_path_factory: pytest.TempPathFactory) -> Path:
     lake = tmp_path_factory.mktemp("reconcile-live-lake")
     for src in sources.values():
-        _ingest(src, lake)
+        cli_ingest(src.spec_path, lake)
     return lake
 
 

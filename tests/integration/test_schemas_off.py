@@ -15,11 +15,7 @@ The module owns its tables, connectors, topics and slot, and removes them at the
 
 from __future__ import annotations
 
-import os
 import secrets
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -28,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
+from owned_sources import cli_ingest, remove_source
 from pyiceberg.catalog import load_catalog
 
 from cdclake.capture import capture_to_file, prefix_patterns
@@ -36,7 +33,7 @@ from cdclake.connect.lifecycle import ensure_connector, wait_running
 from cdclake.connectors import ConnectorSpec, load_spec
 from cdclake.databases.schema_source import schema_source_for
 from cdclake.demo.database import AppSql, app_sql, apply_demo_schema
-from cdclake.demo.topics import delete_connector_topics, topic_end_offsets, wait_for_records
+from cdclake.demo.topics import topic_end_offsets, wait_for_records
 from cdclake.lake import LakeConfig
 from cdclake.reconcile import ReconcileReport, lake_identifier, reconcile_source
 from cdclake.stack import Stack
@@ -46,7 +43,6 @@ if TYPE_CHECKING:
 
 pytestmark = [pytest.mark.integration("stack"), pytest.mark.spark]
 
-CDCLAKE = str(Path(sys.executable).parent / "cdclake")
 RUN = secrets.token_hex(3)
 
 PG_DDL = """CREATE TABLE {table} (
@@ -147,38 +143,6 @@ def _ddl_workload(sql: AppSql, src: Source) -> int:
     return 2 + 2 + 1
 
 
-def _cleanup(stack: Stack, client: KafkaConnectClient, src: Source) -> None:
-    client.remove(src.spec.name)
-    if src.which == "postgres":
-        with stack.service("postgres").connect("admin", dbname="demo") as conn:
-            for _ in range(20):
-                row = conn.execute(
-                    "SELECT active FROM pg_replication_slots WHERE slot_name = %s", [src.spec.slot_name]
-                ).fetchone()
-                if row is None:
-                    break
-                if not row[0]:
-                    conn.execute("SELECT pg_drop_replication_slot(%s)", [src.spec.slot_name])
-                    break
-                time.sleep(1)
-    with app_sql(stack, src.which) as sql:
-        sql.execute(f"DROP TABLE IF EXISTS {src.table}")
-    delete_connector_topics(stack.config.kafka_bootstrap, src.spec.topic_prefix)
-
-
-def _ingest(src: Source, lake: Path) -> str:
-    env = dict(os.environ, CDC_LAKE_DIR=str(lake), CDC_LOG_LEVEL="WARNING")
-    proc = subprocess.run(
-        [CDCLAKE, "ingest", "--spec", str(src.spec_path), "--lake", str(lake)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    return proc.stdout + proc.stderr
-
-
 def _assert_equal(report: ReconcileReport, rows: int) -> None:
     [table] = report.tables
     assert table.status == "equal", table.as_dict()
@@ -217,7 +181,7 @@ def sources(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         yield made
     finally:
         for src in made.values():
-            _cleanup(stack, client, src)
+            remove_source(stack, client, src.which, src.spec, (src.table,))
 
 
 def test_records_carry_no_schema(stack: Stack, sources: dict[str, Source], tmp_path: Path) -> None:
@@ -243,7 +207,7 @@ def test_ingest_then_ddl_mid_stream_then_replay_equal_the_source(
     live = tmp_path / "live-lake"
     live_lake = LakeConfig.embedded(live)
     for src in sources.values():
-        _ingest(src, live)
+        cli_ingest(src.spec_path, live)
         _assert_equal(reconcile_source(src.spec, lake=live_lake), rows=5)  # 1-3, 10-12, 3 deleted
 
     bootstrap = stack.config.kafka_bootstrap
@@ -255,7 +219,7 @@ def test_ingest_then_ddl_mid_stream_then_replay_equal_the_source(
     wait_for_records(bootstrap, want, timeout_s=240)
 
     for src in sources.values():
-        _ingest(src, live)
+        cli_ingest(src.spec_path, live)
         _assert_equal(reconcile_source(src.spec, lake=live_lake), rows=6)  # 20 and 21 added, 11 deleted
         assert _lake_columns(live_lake, src)[-2:] == ["note", "qty"]
 

@@ -278,6 +278,12 @@ class ConnectorSpec(_SpecModel):
         return self.connection_id + READER_CONNECTION_SUFFIX
 
     @property
+    def needs_schema_source(self) -> bool:
+        """Whether the ingestion job needs a schema source: value schemas off, and not MongoDB (its documents
+        decode without one)."""
+        return not self.converters.value_schemas_enable and self.connector is not ConnectorKind.MONGODB
+
+    @property
     def schema_source_file(self) -> Path | None:
         """The JSON schema file ``converters.schema_source`` names (relative to the spec's folder), or None."""
         value = self.converters.schema_source

@@ -214,7 +214,7 @@ def spec_schema_source(
     if spec.connector is ConnectorKind.MONGODB:
         return NoSchemaSource()  # documents decode without a schema
     kind = override or spec.converters.schema_source
-    lake = _lake_source(spec, catalog)
+    lake = _lake_source(spec.topic_prefix, catalog)
     if kind == SchemaSourceKind.DATABASE:
         return DatabaseSchemaSource(spec, connection or resolve_connection(spec), lake=lake)
     if kind == SchemaSourceKind.LAKE:
@@ -235,12 +235,12 @@ def _file_source(value: str) -> SchemaSource:
     return ConnectSchemaSource.from_file(Path(value).expanduser())
 
 
-def _lake_source(spec: ConnectorSpec, catalog: Catalog | None) -> SchemaSource | None:
+def _lake_source(topic_prefix: str, catalog: Catalog | None) -> SchemaSource | None:
     if catalog is None:
         return None
     from cdclake.lake.schema_source import LakeSchemaSource
 
-    return LakeSchemaSource(catalog, lake_identifier(spec.topic_prefix))
+    return LakeSchemaSource(catalog, lake_identifier(topic_prefix))
 
 
 def schema_source_for(
@@ -266,9 +266,8 @@ def schema_source_for(
             "--schema-source lake|FILE.json"
         )
     if override == SchemaSourceKind.LAKE:
-        if catalog is None:
+        lake = _lake_source(topic_prefix, catalog)
+        if lake is None:
             raise ConfigError("schema source 'lake' needs the lake's catalog")
-        from cdclake.lake.schema_source import LakeSchemaSource
-
-        return LakeSchemaSource(catalog, lake_identifier(topic_prefix))
+        return lake
     return _file_source(override)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cdclake.connectors.spec import ConnectorKind, ConnectorSpec, LakeMode, LakeOptions, SchemaPolicy
+from cdclake.connectors.spec import ConnectorSpec, LakeMode, LakeOptions, SchemaPolicy
 from cdclake.decode.options import DecodeOptions, TableId
 from cdclake.decode.schema_source import NoSchemaSource, SchemaSource
 from cdclake.exceptions import ConfigError
@@ -49,8 +49,7 @@ class SourceConfig:
         Raises:
             ConfigError: when value schemas are off and no schema source is given.
         """
-        document_store = spec.connector is ConnectorKind.MONGODB
-        if not spec.converters.value_schemas_enable and schema_source is None and not document_store:
+        if spec.needs_schema_source and schema_source is None:
             raise ConfigError(
                 f"spec {spec.name}: value schemas are off (converters.value_schemas_enable: false), so the job "
                 "needs a schema source: build it with cdclake.databases.schema_source.spec_schema_source(spec)"

@@ -65,7 +65,7 @@ def _schema_source(
     Raises:
         ConfigError: when they carry none and no factory is given.
     """
-    if spec is not None and (spec.converters.value_schemas_enable or spec.connector is ConnectorKind.MONGODB):
+    if spec is not None and not spec.needs_schema_source:
         return None
     if factory is None:
         raise ConfigError(

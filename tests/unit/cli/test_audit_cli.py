@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ledger_rows import append_batches
+from ledger_rows import append_batches, summary
 from pyiceberg.catalog import load_catalog
 from typer.testing import CliRunner
 
@@ -19,16 +19,13 @@ T0 = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 
 
 def _summary(source: str, batch_id: str, applied: int) -> dict[str, Any]:
-    return {
-        "source": source,
-        "batch_id": batch_id,
-        "records": applied + 1,
-        "dead_lettered": 1,
-        "tables": {f"lake.{source}.inventory.orders": {"applied": applied, "skipped": 1, "dead_lettered": 1}},
-        "transactions": {"counts": {"complete": applied, "held": 1}},
-        "phases_s": {"plan": 0.25, "apply": 1.0},
-        "checks": {"ok": False, "problems": ["a problem"] if batch_id == "p2" else []},
-    }
+    return summary(
+        source,
+        batch_id,
+        applied,
+        tables={f"lake.{source}.inventory.orders": {"applied": applied, "skipped": 1, "dead_lettered": 1}},
+        checks={"ok": False, "problems": ["a problem"] if batch_id == "p2" else []},
+    )
 
 
 def _batches(lake: Path) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from cdclake.databases.base import SourceDatabase
 from cdclake.databases.catalog import SourceColumn, SourceTable, optional_int
 from cdclake.databases.connection import SourceConnection
+from cdclake.sql import quote_identifier
 
 _TABLE_QUERY = """
 SELECT column_name, ordinal_position, data_type, column_type, is_nullable = 'YES',
@@ -40,10 +41,6 @@ def enum_members(column_type: str) -> tuple[str, ...]:
     )
 
 
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def _text(value: Any) -> str:
     """An ``information_schema`` string (some servers send ``column_type`` as bytes)."""
     return value.decode() if isinstance(value, bytes) else str(value)
@@ -68,7 +65,7 @@ def _column(r: Sequence[Any]) -> SourceColumn:
 
 
 def _target(namespace: str, table: str) -> str:
-    return ".".join(_quote(part) for part in (namespace, table) if part)
+    return ".".join(quote_identifier(part) for part in (namespace, table) if part)
 
 
 def _statement_timeout(server_info: str, seconds: float) -> str:
@@ -125,9 +122,9 @@ class _MySqlDatabase(SourceDatabase):
     ) -> Iterator[tuple[Any, ...]]:
         import pymysql.cursors
 
-        query = f"SELECT {', '.join(_quote(c) for c in columns)} FROM {_target(namespace, table)}"
+        query = f"SELECT {', '.join(quote_identifier(c) for c in columns)} FROM {_target(namespace, table)}"
         if order_by:
-            query += f" ORDER BY {', '.join(_quote(c) for c in order_by)}"
+            query += f" ORDER BY {', '.join(quote_identifier(c) for c in order_by)}"
         with self.dbapi.cursor(pymysql.cursors.SSCursor) as cur:
             cur.execute(query)
             yield from cur

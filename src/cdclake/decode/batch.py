@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from cdclake.decode.columns import TOPIC
 from cdclake.decode.counts import DATA, NO_OP, OPS, DecodeCounts, count, counted
 from cdclake.decode.options import TableId
+from cdclake.sql import quote_identifier
 
 if TYPE_CHECKING:
     from pyspark import StorageLevel
@@ -142,7 +143,7 @@ def unusable(reason: Column) -> Column:
 
 def column(name: str) -> Column:
     """The column called ``name``, whatever characters the name has (dots, backticks)."""
-    return F.col("`" + name.replace("`", "``") + "`")
+    return F.col(quote_identifier(name))
 
 
 @dataclass

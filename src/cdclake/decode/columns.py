@@ -13,6 +13,7 @@ from enum import StrEnum
 from pyspark.sql import types as T
 
 from cdclake.debezium import fields as f
+from cdclake.sql import quote_identifier
 
 _S = T.StringType()
 
@@ -58,7 +59,9 @@ def _sql(dtype: T.DataType) -> str:
     if isinstance(dtype, T.ArrayType):
         return f"ARRAY<{_sql(dtype.elementType)}>"
     if isinstance(dtype, T.StructType):
-        return "STRUCT<" + ", ".join(f"`{fld.name}`: {_sql(fld.dataType)}" for fld in dtype.fields) + ">"
+        return (
+            "STRUCT<" + ", ".join(f"{quote_identifier(fld.name)}: {_sql(fld.dataType)}" for fld in dtype.fields) + ">"
+        )
     return dtype.simpleString().upper()
 
 

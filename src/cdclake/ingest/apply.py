@@ -12,6 +12,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from cdclake.sql import quote_identifier, quote_string
+
 ROW_OPS = ("c", "r", "u", "d")
 KEEP = "_keep"
 STALE = "_stale"
@@ -123,10 +125,6 @@ def mark_stale(
     )
 
 
-def _q(name: str) -> str:
-    return f"`{name}`"
-
-
 def update_sql(
     target: str,
     source_view: str,
@@ -146,22 +144,23 @@ def update_sql(
     that carry a placeholder somewhere in the batch) are tested, so the table's other data columns are
     not read.
     """
-    on = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in key_columns)
+    on = _key_match("t", "s", key_columns)
     carried = set(data_columns)
     keep = set(keep_columns)
     sets = []
     for name in target_columns:
         if name in key_columns:
             continue
+        column = quote_identifier(name)
         if name in meta_columns:
-            expr = "current_timestamp()" if name == "_cdc_ingested_at" else f"s.{_q(name)}"
+            expr = "current_timestamp()" if name == "_cdc_ingested_at" else f"s.{column}"
         elif name in keep:
-            expr = f"CASE WHEN array_contains(s.{KEEP}, '{name}') THEN t.{_q(name)} ELSE s.{_q(name)} END"
+            expr = f"CASE WHEN array_contains(s.{KEEP}, {quote_string(name)}) THEN t.{column} ELSE s.{column} END"
         elif name in carried:
-            expr = f"s.{_q(name)}"
+            expr = f"s.{column}"
         else:
             expr = "NULL"
-        sets.append(f"t.{_q(name)} = {expr}")
+        sets.append(f"t.{column} = {expr}")
     return (
         f"MERGE INTO {target} t USING {source_view} s ON {on}\n"
         f"WHEN MATCHED AND s._cdc_op = 'd' AND s._cdc_position > t._cdc_position THEN DELETE\n"
@@ -182,7 +181,7 @@ def insert_frame(rows: DataFrame, target_schema: T.StructType, data_columns: Seq
         if fld.name == "_cdc_ingested_at":
             cols.append(F.current_timestamp().alias(fld.name))
         elif fld.name in carried:
-            cols.append(F.col(_q(fld.name)).cast(fld.dataType).alias(fld.name))
+            cols.append(F.col(quote_identifier(fld.name)).cast(fld.dataType).alias(fld.name))
         else:
             cols.append(F.lit(None).cast(fld.dataType).alias(fld.name))
     return rows.select(*cols)
@@ -190,15 +189,39 @@ def insert_frame(rows: DataFrame, target_schema: T.StructType, data_columns: Seq
 
 def tombstone_merge_sql(target: str, source_view: str, key_columns: Sequence[str]) -> str:
     """Record (or advance) the delete tombstone of every key deleted in the batch."""
-    on = " AND ".join(f"d.{_q(k)} = x.{_q(k)}" for k in key_columns)
-    cols = ", ".join(_q(k) for k in key_columns)
-    vals = ", ".join(f"x.{_q(k)}" for k in key_columns)
+    on = _key_match("d", "x", key_columns)
+    cols = ", ".join(quote_identifier(k) for k in key_columns)
+    vals = ", ".join(f"x.{quote_identifier(k)}" for k in key_columns)
     return (
         f"MERGE INTO {target} d USING (SELECT {cols}, _cdc_position FROM {source_view} WHERE _cdc_op = 'd') x ON {on}\n"
         "WHEN MATCHED AND x._cdc_position > d._cdc_position THEN UPDATE SET "
         "d._cdc_position = x._cdc_position, d._cdc_deleted_at = current_timestamp()\n"
         f"WHEN NOT MATCHED THEN INSERT ({cols}, _cdc_position, _cdc_deleted_at) "
         f"VALUES ({vals}, x._cdc_position, current_timestamp())"
+    )
+
+
+def _key_match(left: str, right: str, key_columns: Sequence[str]) -> str:
+    """``left.k = right.k AND ...`` over the key columns."""
+    return " AND ".join(f"{left}.{quote_identifier(k)} = {right}.{quote_identifier(k)}" for k in key_columns)
+
+
+def delete_older_sql(target: str, doomed_view: str, key_columns: Sequence[str], position: Sequence[int]) -> str:
+    """Delete the rows of ``target`` whose key is in ``doomed_view`` and whose ``_cdc_position`` is older than
+    ``position`` (a truncate)."""
+    literal = position_literal(position)
+    return (
+        f"MERGE INTO {target} t USING {doomed_view} d ON {_key_match('t', 'd', key_columns)} "
+        f"WHEN MATCHED AND t._cdc_position < {literal} THEN DELETE"
+    )
+
+
+def close_versions_sql(target: str, open_view: str, key_columns: Sequence[str], position: Sequence[int]) -> str:
+    """Close, at ``position`` (a truncate), the current version of every key in ``open_view`` (history mode)."""
+    literal = position_literal(position)
+    return (
+        f"MERGE INTO {target} t USING {open_view} o ON {_key_match('t', 'o', key_columns)} AND t._cdc_is_current "
+        f"WHEN MATCHED THEN UPDATE SET t._cdc_valid_to = {literal}, t._cdc_is_current = false"
     )
 
 
@@ -266,18 +289,19 @@ def scd2_merge_sql(
     ``versions_view`` has the new versions. The two are unioned with a ``_merge_key`` that only the
     close rows carry, so versions never match and are inserted.
     """
-    on = " AND ".join(f"t.{_q(k)} = s._mk_{k}" for k in key_columns)
-    close_keys = ", ".join(f"{_q(k)} AS _mk_{k}" for k in key_columns)
-    null_keys = ", ".join(f"NULL AS _mk_{k}" for k in key_columns)
+    on = " AND ".join(f"t.{quote_identifier(k)} = s.{quote_identifier('_mk_' + k)}" for k in key_columns)
+    close_keys = ", ".join(f"{quote_identifier(k)} AS {quote_identifier('_mk_' + k)}" for k in key_columns)
+    null_keys = ", ".join(f"NULL AS {quote_identifier('_mk_' + k)}" for k in key_columns)
     carried_set = set(carried)
     cols = list(target_columns)
     version_select = ", ".join(
-        ("current_timestamp()" if c == "_cdc_ingested_at" else (_q(c) if c in carried_set else "NULL")) + f" AS {_q(c)}"
+        ("current_timestamp()" if c == "_cdc_ingested_at" else (quote_identifier(c) if c in carried_set else "NULL"))
+        + f" AS {quote_identifier(c)}"
         for c in cols
     )
-    close_select = ", ".join(f"NULL AS {_q(c)}" for c in cols)
-    inserts = ", ".join(_q(c) for c in cols)
-    values = ", ".join(f"s.{_q(c)}" for c in cols)
+    close_select = ", ".join(f"NULL AS {quote_identifier(c)}" for c in cols)
+    inserts = ", ".join(quote_identifier(c) for c in cols)
+    values = ", ".join(f"s.{quote_identifier(c)}" for c in cols)
     return (
         f"MERGE INTO {target} t USING (\n"
         f"  SELECT 'close' AS _kind, {close_keys}, _close_at, {close_select} FROM {closes_view}\n"

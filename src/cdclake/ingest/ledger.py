@@ -30,6 +30,7 @@ from cdclake.lake import audit
 from cdclake.lake import rows as lake_rows
 from cdclake.lake.catalog import LakeConfig
 from cdclake.lake.names import audit_table
+from cdclake.sql import quote_identifier
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -135,7 +136,7 @@ def add_missing_columns(spark: SparkSession, table: str, columns: Sequence[tuple
     present = {f.name for f in spark.table(table).schema.fields}
     missing = [(n, t) for n, t in columns if n not in present]
     if missing:
-        spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({', '.join(f'`{n}` {t}' for n, t in missing)})")
+        spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({', '.join(f'{quote_identifier(n)} {t}' for n, t in missing)})")
     return [n for n, _ in missing]
 
 

@@ -46,6 +46,7 @@ from cdclake.ingest.offsets import OffsetRange, within
 from cdclake.ingest.schema import ChangeKind, parse_changes, unresolved_changes
 from cdclake.lake import audit
 from cdclake.lake.names import AUDIT_NAMESPACE, audit_table, with_catalog
+from cdclake.sql import quote_identifier, quote_string
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -272,8 +273,8 @@ def check_release(state: QuarantineState, action: ReleaseAction, lake_types: Map
         c = stuck[0]
         raise QuarantineReleaseError(
             f"{table}: {columns}. Change the Iceberg table first, e.g. in Spark SQL: "
-            f"ALTER TABLE {table} RENAME COLUMN `{c.column}` TO `{c.column}_old`; "
-            f"ALTER TABLE {table} ADD COLUMN `{c.column}` {c.new_type}; then release again. "
+            f"ALTER TABLE {table} RENAME COLUMN {quote_identifier(c.column)} TO {quote_identifier(c.column + '_old')}; "
+            f"ALTER TABLE {table} ADD COLUMN {quote_identifier(c.column)} {c.new_type}; then release again. "
             f"Or rebuild the table from its events and a re-snapshot: "
             f"cdclake quarantine release {table} --action {ReleaseAction.RECREATE.value}"
         )
@@ -297,10 +298,6 @@ def _exists(spark: SparkSession, name: str) -> bool:
     return bool(spark.catalog.tableExists(name.replace("`", "")))
 
 
-def _quote(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def read_states(spark: SparkSession, source: str) -> dict[str, QuarantineState]:
     """The quarantined tables of ``source``, keyed by lake identifier (two small queries; none when
     nothing was ever quarantined)."""
@@ -311,7 +308,7 @@ def read_states(spark: SparkSession, source: str) -> dict[str, QuarantineState]:
         HeldBatch(r["source"], r["table"], r["batch_id"], r["reason"], int(r["records"]), r["recorded_at"])
         for r in spark.sql(
             f"SELECT source, `table`, batch_id, min(reason) AS reason, count(*) AS records, "
-            f"max(recorded_at) AS recorded_at FROM {held_table} WHERE source = {_quote(source)} "
+            f"max(recorded_at) AS recorded_at FROM {held_table} WHERE source = {quote_string(source)} "
             "GROUP BY source, `table`, batch_id"
         ).collect()
     ]
@@ -321,7 +318,8 @@ def read_states(spark: SparkSession, source: str) -> dict[str, QuarantineState]:
     if _exists(spark, releases_table):
         spark.sql(f"REFRESH TABLE {releases_table}")  # requests come from pyiceberg (the CLI)
         releases = [
-            _release(r.asDict()) for r in spark.table(releases_table).where(f"source = {_quote(source)}").collect()
+            _release(r.asDict())
+            for r in spark.table(releases_table).where(f"source = {quote_string(source)}").collect()
         ]
     return {table: state for (_, table), state in quarantine_states(held, releases).items()}
 

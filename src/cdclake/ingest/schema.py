@@ -20,6 +20,8 @@ from enum import StrEnum
 
 from pyspark.sql import types as T
 
+from cdclake.sql import quote_identifier
+
 
 class ChangeKind(StrEnum):
     ADD = "add_column"
@@ -94,7 +96,11 @@ def spark_sql_type(dtype: T.DataType) -> str:
     if isinstance(dtype, T.MapType):
         return f"MAP<{spark_sql_type(dtype.keyType)}, {spark_sql_type(dtype.valueType)}>"
     if isinstance(dtype, T.StructType):
-        return "STRUCT<" + ", ".join(f"`{f.name}`: {spark_sql_type(f.dataType)}" for f in dtype.fields) + ">"
+        return (
+            "STRUCT<"
+            + ", ".join(f"{quote_identifier(f.name)}: {spark_sql_type(f.dataType)}" for f in dtype.fields)
+            + ">"
+        )
     if isinstance(dtype, T.ByteType | T.ShortType):
         return "INT"  # Iceberg has no 8/16-bit integers
     return dtype.simpleString().upper()
@@ -128,14 +134,33 @@ def create_table_ddl(
     cols = []
     for fld in schema.fields:
         not_null = " NOT NULL" if fld.name in key_columns else ""
-        cols.append(f"`{fld.name}` {spark_sql_type(fld.dataType)}{not_null}{_comment(fld)}")
-    cols += [f"`{n}` {t}" for n, t in meta_columns]
+        cols.append(f"{quote_identifier(fld.name)} {spark_sql_type(fld.dataType)}{not_null}{_comment(fld)}")
+    cols += [f"{quote_identifier(n)} {t}" for n, t in meta_columns]
     props = {"format-version": "2", **(properties or {})}
     ddl = f"CREATE TABLE IF NOT EXISTS {name} (\n  " + ",\n  ".join(cols) + "\n) USING iceberg"
     if partitioning:
         ddl += f" PARTITIONED BY ({', '.join(partitioning)})"
     ddl += " TBLPROPERTIES (" + ", ".join(f"'{k}'='{v}'" for k, v in sorted(props.items())) + ")"
     return ddl
+
+
+def tombstone_table_ddl(name: str, schema: T.StructType, key_columns: tuple[str, ...]) -> str:
+    """``CREATE TABLE`` for an upsert table's side table of delete tombstones: its key columns (NOT NULL),
+    ``_cdc_position`` and ``_cdc_deleted_at``."""
+    keys = ", ".join(
+        f"{quote_identifier(f.name)} {spark_sql_type(storable(f.dataType))} NOT NULL"
+        for f in schema.fields
+        if f.name in key_columns
+    )
+    return (
+        f"CREATE TABLE IF NOT EXISTS {name} ({keys}, _cdc_position ARRAY<DECIMAL(38,0)>, _cdc_deleted_at TIMESTAMP) "
+        "USING iceberg TBLPROPERTIES ('format-version'='2', 'write.merge.mode'='merge-on-read')"
+    )
+
+
+def identifier_fields_sql(name: str, key_columns: tuple[str, ...]) -> str:
+    """``ALTER TABLE ... SET IDENTIFIER FIELDS`` of the key columns."""
+    return f"ALTER TABLE {name} SET IDENTIFIER FIELDS {', '.join(quote_identifier(k) for k in key_columns)}"
 
 
 def _widening(old: T.DataType, new: T.DataType) -> bool:
@@ -167,14 +192,17 @@ def plan_evolution(table_name: str, lake: T.StructType, decoded: T.StructType, m
         new_type = storable(fld.dataType)
         if fld.name not in lake_fields:
             changes.append(ColumnChange(ChangeKind.ADD, fld.name, None, spark_sql_type(new_type)))
-            ddl.append(f"ALTER TABLE {table_name} ADD COLUMN `{fld.name}` {spark_sql_type(new_type)}{_comment(fld)}")
+            column = quote_identifier(fld.name)
+            ddl.append(f"ALTER TABLE {table_name} ADD COLUMN {column} {spark_sql_type(new_type)}{_comment(fld)}")
             continue
         old_type = lake_fields[fld.name].dataType
         if old_type == new_type:
             continue
         if _widening(old_type, new_type):
             changes.append(ColumnChange(ChangeKind.WIDEN, fld.name, spark_sql_type(old_type), spark_sql_type(new_type)))
-            ddl.append(f"ALTER TABLE {table_name} ALTER COLUMN `{fld.name}` TYPE {spark_sql_type(new_type)}")
+            ddl.append(
+                f"ALTER TABLE {table_name} ALTER COLUMN {quote_identifier(fld.name)} TYPE {spark_sql_type(new_type)}"
+            )
         elif _widening(new_type, old_type) or _same_family_narrower(old_type, new_type):
             # a narrower source type still fits the wider lake column: nothing to do
             continue

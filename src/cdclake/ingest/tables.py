@@ -21,10 +21,17 @@ from cdclake.decode.columns import LAKE_META_NAMES as META_NAMES
 from cdclake.exceptions import SchemaEvolutionError
 from cdclake.ingest import apply, mongo
 from cdclake.ingest.faults import crash_point
-from cdclake.ingest.schema import create_table_ddl, plan_evolution, spark_sql_type, storable
+from cdclake.ingest.schema import (
+    create_table_ddl,
+    identifier_fields_sql,
+    plan_evolution,
+    storable,
+    tombstone_table_ddl,
+)
 from cdclake.ingest.summary import TableResult
-from cdclake.lake.names import TOMBSTONE_SUFFIX, quote, sql_name, table_identifier, table_parts
+from cdclake.lake.names import TOMBSTONE_SUFFIX, sql_name, table_identifier, table_parts
 from cdclake.spark import temporary_conf
+from cdclake.sql import quote_identifier, quote_name
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -47,11 +54,12 @@ _TRANSFORMS = {"year": "years", "month": "months", "day": "days", "hour": "hours
 
 def partition_sql(fld: PartitionField) -> str:
     """Spark DDL of one partition transform from the spec."""
+    column = quote_identifier(fld.column)
     if fld.transform == "identity":
-        return f"`{fld.column}`"
+        return column
     if fld.width is not None:
-        return f"{fld.transform}({fld.width}, `{fld.column}`)"
-    return f"{_TRANSFORMS.get(fld.transform, fld.transform)}(`{fld.column}`)"
+        return f"{fld.transform}({fld.width}, {column})"
+    return f"{_TRANSFORMS.get(fld.transform, fld.transform)}({column})"
 
 
 @contextmanager
@@ -115,7 +123,7 @@ class TableApplier:
         if self._exists(renamed) or not self._exists(self.name):
             return None
         self.spark.sql(f"DROP TABLE IF EXISTS {self.tombstones} PURGE")
-        self.spark.sql(f"ALTER TABLE {self.name} RENAME TO {quote((*parts[:-1], parts[-1] + suffix))}")
+        self.spark.sql(f"ALTER TABLE {self.name} RENAME TO {quote_name((*parts[:-1], parts[-1] + suffix))}")
         identifier = self.identifier + suffix
         logger.warning("%s: set aside as %s (recreated from its events)", self.identifier, identifier)
         return identifier
@@ -147,17 +155,8 @@ class TableApplier:
             }[self.options.mode]
             self.spark.sql(create_table_ddl(self.name, schema, keys, meta, parts, props))
             if keys:
-                self.spark.sql(f"ALTER TABLE {self.name} SET IDENTIFIER FIELDS {', '.join(f'`{k}`' for k in keys)}")
-                self.spark.sql(
-                    f"CREATE TABLE IF NOT EXISTS {self.tombstones} ("
-                    + ", ".join(
-                        f"`{f.name}` {spark_sql_type(storable(f.dataType))} NOT NULL"
-                        for f in schema.fields
-                        if f.name in keys
-                    )
-                    + ", _cdc_position ARRAY<DECIMAL(38,0)>, _cdc_deleted_at TIMESTAMP) USING iceberg "
-                    "TBLPROPERTIES ('format-version'='2', 'write.merge.mode'='merge-on-read')"
-                )
+                self.spark.sql(identifier_fields_sql(self.name, keys))
+                self.spark.sql(tombstone_table_ddl(self.tombstones, schema, keys))
             logger.info("created %s (mode=%s, keys=%s)", self.identifier, self.options.mode.value, keys)
             return [f"created {self.identifier}"]
         ignore = (*META_NAMES, columns.KEY.name, *(n for n, _ in apply.SCD2_COLUMNS))
@@ -193,9 +192,9 @@ class TableApplier:
         for fld in self.info.schema.fields:
             target = storable(fld.dataType)
             cols.append(
-                F.col(f"`{fld.name}`").cast(target).alias(fld.name)
+                F.col(quote_identifier(fld.name)).cast(target).alias(fld.name)
                 if target != fld.dataType
-                else F.col(f"`{fld.name}`")
+                else F.col(quote_identifier(fld.name))
             )
         return frame.select(*cols, *[F.col(c) for c in frame.columns if c.startswith("_cdc_")])
 
@@ -287,8 +286,8 @@ class TableApplier:
             )
             narrow = False
         else:
-            stored = self.spark.table(self.name).select(*[f"`{k}`" for k in keys], "_cdc_position")
-            tombs = self.spark.table(self.tombstones).select(*[f"`{k}`" for k in keys], "_cdc_position")
+            stored = self.spark.table(self.name).select(*[quote_identifier(k) for k in keys], "_cdc_position")
+            tombs = self.spark.table(self.tombstones).select(*[quote_identifier(k) for k in keys], "_cdc_position")
             # the batch's keys narrow the stored positions before the join when they fit in a broadcast
             narrow = sum(stats.events.values()) <= BROADCAST_KEYS_MAX_EVENTS
             if narrow:
@@ -312,7 +311,7 @@ class TableApplier:
             if counts.get(("d", False)):
                 if first_batch:  # no tombstone yet: every deleted key's is new
                     deletes = fresh.where(F.col("_cdc_op") == "d").select(
-                        *[F.col(f"`{k}`") for k in keys],
+                        *[F.col(quote_identifier(k)) for k in keys],
                         F.col("_cdc_position"),
                         F.current_timestamp().alias("_cdc_deleted_at"),
                     )
@@ -380,7 +379,7 @@ class TableApplier:
         """History mode: every change becomes a version with ``_cdc_valid_from``/``_cdc_valid_to`` positions."""
         keys = self.info.key_columns
         data_cols = [f.name for f in self.info.schema.fields]
-        key_cols = [F.col(f"`{k}`") for k in keys]
+        key_cols = [F.col(quote_identifier(k)) for k in keys]
         truncated_at = self._scd2_truncate(stats.truncate)
         events = apply.row_events(apply.drop_before_truncate(frame, truncated_at))
         table = self.spark.table(self.name)
@@ -399,7 +398,7 @@ class TableApplier:
         }
         result.count_ops(counts)
         fresh = marked.where(~F.col(apply.STALE)).drop(apply.STALE)
-        current = table.where("_cdc_is_current").select(*key_cols, *[F.col(f"`{c}`") for c in stats.keep])
+        current = table.where("_cdc_is_current").select(*key_cols, *[F.col(quote_identifier(c)) for c in stats.keep])
         versions = apply.scd2_versions(fresh, current, keys, data_cols, stats.keep).localCheckpoint(eager=True)
         closes = fresh.groupBy(*key_cols).agg(F.min("_cdc_position").alias("_close_at")).localCheckpoint(eager=True)
         tag = abs(hash(self.name))
@@ -417,21 +416,16 @@ class TableApplier:
         current = json.loads(stored) if stored else None
         if position is None or (current is not None and position <= current):
             return current
-        literal = apply.position_literal(position)
         keys = self.info.key_columns
         open_keys = (
             self.spark.table(self.name)
             .where("_cdc_is_current")
-            .select(*[f"`{k}`" for k in keys])
+            .select(*[quote_identifier(k) for k in keys])
             .localCheckpoint(eager=True)
         )
         view = f"cdc_open_{abs(hash(self.name))}"
         open_keys.createOrReplaceTempView(view)
-        on = " AND ".join(f"t.`{k}` = o.`{k}`" for k in keys)
-        self.spark.sql(
-            f"MERGE INTO {self.name} t USING {view} o ON {on} AND t._cdc_is_current "
-            f"WHEN MATCHED THEN UPDATE SET t._cdc_valid_to = {literal}, t._cdc_is_current = false"
-        )
+        self.spark.sql(apply.close_versions_sql(self.name, view, keys, position))
         self.spark.sql(f"ALTER TABLE {self.name} SET TBLPROPERTIES ('{TRUNCATED_AT}'='{json.dumps(position)}')")
         return position
 
@@ -444,16 +438,15 @@ class TableApplier:
         keys = self.info.key_columns
         literal = apply.position_literal(position)
         doomed = (
-            self.spark.table(table).where(F.col("_cdc_position") < F.expr(literal)).select(*[f"`{k}`" for k in keys])
+            self.spark.table(table)
+            .where(F.col("_cdc_position") < F.expr(literal))
+            .select(*[quote_identifier(k) for k in keys])
         ).localCheckpoint(eager=True)
         if doomed.isEmpty():
             return
         view = f"cdc_doomed_{abs(hash(table))}"
         doomed.createOrReplaceTempView(view)
-        on = " AND ".join(f"t.`{k}` = d.`{k}`" for k in keys)
-        self.spark.sql(
-            f"MERGE INTO {table} t USING {view} d ON {on} WHEN MATCHED AND t._cdc_position < {literal} THEN DELETE"
-        )
+        self.spark.sql(apply.delete_older_sql(table, view, keys, position))
 
     def _handle_truncate(self, position: list[int] | None) -> list[int] | None:
         """Apply the batch's last truncate (rows older than it go); return the table's truncate position."""

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from cdclake.lake import rows as lake_rows
 from cdclake.lake.catalog import AUDIT_NAMESPACE, CATALOG_NAME
+from cdclake.sql import quote_identifier, quote_name
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -60,10 +61,10 @@ class AuditTable:
     @property
     def sql_name(self) -> str:
         """Quoted Spark SQL name, e.g. ```lake`.`cdc_audit`.`dead_letters```."""
-        return ".".join(f"`{p}`" for p in (CATALOG_NAME, AUDIT_NAMESPACE, self.name))
+        return quote_name((CATALOG_NAME, AUDIT_NAMESPACE, self.name))
 
     def ddl(self) -> str:
-        columns = ", ".join(f"`{name}` {kind}" for name, kind in self.columns)
+        columns = ", ".join(f"{quote_identifier(name)} {kind}" for name, kind in self.columns)
         return (
             f"CREATE TABLE IF NOT EXISTS {self.sql_name} ({columns}) USING iceberg TBLPROPERTIES ('format-version'='2')"
         )
@@ -75,7 +76,7 @@ class AuditTable:
         present = {f.name for f in spark.table(self.sql_name).schema.fields}
         missing = [(n, t) for n, t in self.columns if n not in present]
         if missing:
-            added = ", ".join(f"`{n}` {t}" for n, t in missing)
+            added = ", ".join(f"{quote_identifier(n)} {t}" for n, t in missing)
             spark.sql(f"ALTER TABLE {self.sql_name} ADD COLUMNS ({added})")
         return self.sql_name
 

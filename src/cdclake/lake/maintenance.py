@@ -37,6 +37,7 @@ from cdclake.connectors.spec import TOMBSTONE_RETENTION_DAYS_DEFAULT
 from cdclake.exceptions import ConfigError
 from cdclake.lake.catalog import CATALOG_NAME
 from cdclake.lake.names import AUDIT_NAMESPACE, catalog_identifier, tombstone_identifier
+from cdclake.sql import quote_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -292,7 +293,7 @@ def tombstone_calls(
     if not policy.expire_tombstones:
         return []
     side = catalog_identifier(tombstone_identifier(identifier))
-    name = ".".join((catalog, *(f"`{part.replace('`', '``')}`" for part in side.split("."))))
+    name = f"{catalog}.{quote_name(side.split('.'))}"
     expired = f"_cdc_deleted_at < {_timestamp(now - timedelta(days=policy.tombstone_retention_days))}"
     calls = [
         MaintenanceCall("count_expired_tombstones", side, f"SELECT count(*) AS expired FROM {name} WHERE {expired}")

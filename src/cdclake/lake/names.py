@@ -9,7 +9,7 @@ takes the place of the schema, as in its topic names. Each part has the characte
 
 Three spellings are used: the identifier with catalog (``lake.pg.inventory.customers``, what users, Airflow
 Assets and summaries see), without it (what pyiceberg and Iceberg procedures take,
-:func:`catalog_identifier`) and quoted Spark SQL (:func:`sql_name`).
+:func:`catalog_identifier`) and quoted Spark SQL (:func:`sql_name`, quoted by :func:`cdclake.sql.quote_name`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from cdclake.connectors.spec import ConnectorKind
 from cdclake.lake.catalog import AUDIT_NAMESPACE, CATALOG_NAME
+from cdclake.sql import quote_name
 
 if TYPE_CHECKING:
     from cdclake.connectors.spec import ConnectorSpec
@@ -34,7 +35,6 @@ __all__ = [
     "TOMBSTONE_SUFFIX",
     "audit_table",
     "catalog_identifier",
-    "quote",
     "spec_table_identifier",
     "spec_table_parts",
     "sql_name",
@@ -67,11 +67,6 @@ def spec_table_parts(spec: ConnectorSpec, data_collection: str) -> tuple[str, ..
     return (_part(spec.topic_prefix), *(_part(p) for p in parts))
 
 
-def quote(parts: tuple[str, ...]) -> str:
-    """Spark SQL identifier with every part back-quoted."""
-    return ".".join(f"`{p}`" for p in parts)
-
-
 def table_identifier(table_id: TableId) -> str:
     """``lake.<prefix>.<schema>.<table>`` of a decoded table."""
     return ".".join((CATALOG_NAME, *table_parts(table_id)))
@@ -89,12 +84,12 @@ def spec_table_identifier(spec: ConnectorSpec, data_collection: str) -> str:
 def sql_name(table_id: TableId, suffix: str = "") -> str:
     """Quoted Spark SQL name of a decoded table (or of a side table with ``suffix``)."""
     parts = table_parts(table_id)
-    return quote((CATALOG_NAME, *parts[:-1], parts[-1] + suffix))
+    return quote_name((CATALOG_NAME, *parts[:-1], parts[-1] + suffix))
 
 
 def audit_table(name: str) -> str:
     """Quoted Spark SQL name of an audit table, e.g. ``lake.cdc_audit.batches``."""
-    return quote((CATALOG_NAME, AUDIT_NAMESPACE, name))
+    return quote_name((CATALOG_NAME, AUDIT_NAMESPACE, name))
 
 
 def catalog_identifier(identifier: str) -> str:

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from cdclake.connectors.spec import ConnectorKind, ConnectorSpec
 from cdclake.exceptions import NotInstalledError, SignalDeliveryError, SignalValidationError
 from cdclake.signals.models import Signal, SignalRecord
+from cdclake.sql import quote_name
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ def build_signal_insert(dialect: SqlDialect, table: str, record: SignalRecord) -
         target = ".".join(f'"{part}"' for part in parts)
         placeholders = "%s, %s, %s"
     elif dialect is SqlDialect.MYSQL:
-        target = ".".join(f"`{part}`" for part in parts)
+        target = quote_name(parts)
         placeholders = "%s, %s, %s"
     else:
         target = ".".join(parts[-2:])

@@ -15,6 +15,7 @@ from __future__ import annotations
 import subprocess
 
 from cdclake.exceptions import StackError
+from cdclake.sql import quote_identifier, quote_name
 from cdclake.stack.base import Endpoint, Service
 from cdclake.stack.config import DEMO_DATABASE, MARIADB_SERVER_ID, SIGNAL_TABLE, password
 
@@ -130,10 +131,12 @@ class MariaDbService(Service):
             return cur.fetchone() == (1,)
 
     def bootstrap(self) -> None:
+        database = quote_identifier(DEMO_DATABASE)
+        signals = quote_name((DEMO_DATABASE, SIGNAL_TABLE))
         with self._admin() as conn, conn.cursor() as cur:
-            cur.execute(f"CREATE DATABASE IF NOT EXISTS `{DEMO_DATABASE}` CHARACTER SET utf8mb4")
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS {database} CHARACTER SET utf8mb4")
             cur.execute(
-                f"CREATE TABLE IF NOT EXISTS `{DEMO_DATABASE}`.`{SIGNAL_TABLE}` "
+                f"CREATE TABLE IF NOT EXISTS {signals} "
                 "(id VARCHAR(42) PRIMARY KEY, type VARCHAR(32) NOT NULL, data VARCHAR(2048) NULL)"
             )
             for key, user in USER_NAMES.items():
@@ -145,13 +148,13 @@ class MariaDbService(Service):
                         cur.execute("GRANT ALL PRIVILEGES ON *.* TO %s@%s WITH GRANT OPTION", (user, host))
                     elif key == "debezium":
                         cur.execute(f"GRANT {DEBEZIUM_GLOBAL_GRANTS} ON *.* TO %s@%s", (user, host))
-                        cur.execute(f"GRANT INSERT ON `{DEMO_DATABASE}`.`{SIGNAL_TABLE}` TO %s@%s", (user, host))
+                        cur.execute(f"GRANT INSERT ON {signals} TO %s@%s", (user, host))
                     elif key == "signal":
-                        cur.execute(f"GRANT INSERT ON `{DEMO_DATABASE}`.`{SIGNAL_TABLE}` TO %s@%s", (user, host))
+                        cur.execute(f"GRANT INSERT ON {signals} TO %s@%s", (user, host))
                     elif key == "reader":
-                        cur.execute(f"GRANT SELECT ON `{DEMO_DATABASE}`.* TO %s@%s", (user, host))
+                        cur.execute(f"GRANT SELECT ON {database}.* TO %s@%s", (user, host))
                     elif key == "app":
-                        cur.execute(f"GRANT ALL PRIVILEGES ON `{DEMO_DATABASE}`.* TO %s@%s", (user, host))
+                        cur.execute(f"GRANT ALL PRIVILEGES ON {database}.* TO %s@%s", (user, host))
             cur.execute("FLUSH PRIVILEGES")
 
     def describe(self) -> str:

@@ -1,0 +1,305 @@
+"""Identifier quoting (:mod:`cdclake.sql`) and the Spark SQL text of every statement builder, with hostile names.
+
+Pure: the builders return SQL text; no Spark session is started. A small tokenizer reads the text back and
+checks that every backtick-quoted identifier and string literal is closed and that a hostile column name comes
+back as exactly one identifier.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from pyspark.sql import types as T
+
+from cdclake.connectors.spec import PartitionField
+from cdclake.decode.columns import MetaColumn, Origin
+from cdclake.ingest import apply
+from cdclake.ingest.schema import (
+    create_table_ddl,
+    identifier_fields_sql,
+    plan_evolution,
+    spark_sql_type,
+    tombstone_table_ddl,
+)
+from cdclake.ingest.tables import partition_sql
+from cdclake.lake.audit import AuditTable
+from cdclake.lake.maintenance import MaintenancePolicy, tombstone_calls
+from cdclake.lake.names import audit_table
+from cdclake.sql import quote_identifier, quote_name, quote_string
+
+INJECTION = "x` = 1 OR `y"
+BACKTICK = "a`b"
+HOSTILE = (INJECTION, BACKTICK)
+TARGET = "`lake`.`pg`.`public`.`t`"
+
+
+def identifiers(sql: str) -> list[str]:
+    """The backtick-quoted identifiers of ``sql``, unquoted, in order.
+
+    Raises:
+        AssertionError: a quoted identifier or a string literal is not closed.
+    """
+    found: list[str] = []
+    i = 0
+    while i < len(sql):
+        ch = sql[i]
+        if ch == "`":
+            j, name = i + 1, []
+            while True:
+                assert j < len(sql), f"unclosed identifier at {i}: {sql!r}"
+                if sql[j] == "`":
+                    if sql[j + 1 : j + 2] == "`":
+                        name.append("`")
+                        j += 2
+                        continue
+                    break
+                name.append(sql[j])
+                j += 1
+            found.append("".join(name))
+            i = j + 1
+        elif ch == "'":
+            j = i + 1
+            while True:
+                assert j < len(sql), f"unclosed string at {i}: {sql!r}"
+                if sql[j] == "\\":
+                    j += 2
+                    continue
+                if sql[j] == "'":
+                    break
+                j += 1
+            i = j + 1
+        else:
+            i += 1
+    return found
+
+
+# -- the helpers -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("part", "quoted"),
+    [
+        ("id", "`id`"),
+        ("a.b", "`a.b`"),  # a dot inside a part stays in the part
+        ("a b", "`a b`"),
+        ("a`b", "`a``b`"),
+        ("`", "````"),
+        ("x` = 1 OR `y", "`x`` = 1 OR ``y`"),
+        ("", "``"),
+    ],
+)
+def test_quote_identifier(part: str, quoted: str) -> None:
+    assert quote_identifier(part) == quoted
+    assert identifiers(quoted) == [part]
+
+
+def test_quote_name_quotes_every_part() -> None:
+    assert quote_name(("lake", "pg", "customers")) == "`lake`.`pg`.`customers`"
+    assert quote_name(["lake", "a`b", "x.y"]) == "`lake`.`a``b`.`x.y`"
+    assert identifiers(quote_name(("lake", INJECTION))) == ["lake", INJECTION]
+
+
+@pytest.mark.parametrize(
+    ("value", "literal"),
+    [("pg", "'pg'"), ("it's", "'it\\'s'"), ("a\\b", "'a\\\\b'"), ("x') OR ('1", "'x\\') OR (\\'1'")],
+)
+def test_quote_string(value: str, literal: str) -> None:
+    assert quote_string(value) == literal
+    assert identifiers(f"a = {literal} AND `b` = 1") == ["b"]  # the literal is closed where it should be
+
+
+def test_lake_names_unchanged_for_normal_names() -> None:
+    assert audit_table("batches") == "`lake`.`cdc_audit`.`batches`"
+
+
+# -- DDL ---------------------------------------------------------------------------------------------------
+
+
+def _schema(*names: str) -> T.StructType:
+    return T.StructType([T.StructField(n, T.LongType()) for n in names])
+
+
+def test_create_table_ddl_normal_names() -> None:
+    ddl = create_table_ddl(TARGET, _schema("id", "name"), ("id",), (("_cdc_op", "STRING"),))
+    assert ddl == (
+        f"CREATE TABLE IF NOT EXISTS {TARGET} (\n  `id` BIGINT NOT NULL,\n  `name` BIGINT,\n  `_cdc_op` STRING\n)"
+        " USING iceberg TBLPROPERTIES ('format-version'='2')"
+    )
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_create_table_ddl_hostile_column(name: str) -> None:
+    schema = T.StructType(
+        [
+            T.StructField(name, T.LongType()),
+            T.StructField("s", T.StructType([T.StructField(name, T.StringType())])),
+        ]
+    )
+    ddl = create_table_ddl(
+        TARGET,
+        schema,
+        (name,),
+        (("_cdc_op", "STRING"),),
+        (partition_sql(PartitionField(transform="identity", column=name)),),
+    )
+    assert f"{quote_identifier(name)} BIGINT NOT NULL" in ddl
+    assert f"STRUCT<{quote_identifier(name)}: STRING>" in ddl
+    assert identifiers(ddl) == ["lake", "pg", "public", "t", name, "s", name, "_cdc_op", name]
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_partition_sql_hostile_column(name: str) -> None:
+    for fld, expected in (
+        (PartitionField(transform="identity", column=name), quote_identifier(name)),
+        (PartitionField(transform="day", column=name), f"days({quote_identifier(name)})"),
+        (PartitionField(transform="bucket", column=name, width=16), f"bucket(16, {quote_identifier(name)})"),
+    ):
+        assert partition_sql(fld) == expected
+        assert identifiers(expected) == [name]
+
+
+def test_spark_sql_type_struct_fields_quoted() -> None:
+    dtype = T.StructType([T.StructField(BACKTICK, T.IntegerType()), T.StructField("ok", T.StringType())])
+    assert spark_sql_type(dtype) == "STRUCT<`a``b`: INT, `ok`: STRING>"
+    assert MetaColumn("m", dtype, Origin.DECODER, "m").sql_type == "STRUCT<`a``b`: INT, `ok`: STRING>"
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_plan_evolution_hostile_columns(name: str) -> None:
+    lake = T.StructType([T.StructField("id", T.LongType()), T.StructField(name, T.IntegerType())])
+    added = f"{name}2"
+    decoded = T.StructType(
+        [
+            T.StructField("id", T.LongType()),
+            T.StructField(name, T.LongType()),  # widened
+            T.StructField(added, T.StringType()),  # added
+        ]
+    )
+    plan = plan_evolution(TARGET, lake, decoded, ())
+    assert plan.ddl == (
+        f"ALTER TABLE {TARGET} ALTER COLUMN {quote_identifier(name)} TYPE BIGINT",
+        f"ALTER TABLE {TARGET} ADD COLUMN {quote_identifier(added)} STRING",
+    )
+    assert [identifiers(d)[-1] for d in plan.ddl] == [name, added]
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_tombstone_table_and_identifier_fields(name: str) -> None:
+    schema = _schema(name, "other")
+    ddl = tombstone_table_ddl("`lake`.`pg`.`t__cdc_deletes`", schema, (name,))
+    assert ddl == (
+        f"CREATE TABLE IF NOT EXISTS `lake`.`pg`.`t__cdc_deletes` ({quote_identifier(name)} BIGINT NOT NULL, "
+        "_cdc_position ARRAY<DECIMAL(38,0)>, _cdc_deleted_at TIMESTAMP) USING iceberg "
+        "TBLPROPERTIES ('format-version'='2', 'write.merge.mode'='merge-on-read')"
+    )
+    assert identifiers(ddl) == ["lake", "pg", "t__cdc_deletes", name]
+    fields = identifier_fields_sql(TARGET, (name, "id"))
+    assert fields == f"ALTER TABLE {TARGET} SET IDENTIFIER FIELDS {quote_identifier(name)}, `id`"
+    assert identifiers(fields)[-2:] == [name, "id"]
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_audit_table_ddl_hostile_column(name: str) -> None:
+    ddl = AuditTable("things", ((name, "STRING"),)).ddl()
+    assert ddl == (
+        f"CREATE TABLE IF NOT EXISTS `lake`.`cdc_audit`.`things` ({quote_identifier(name)} STRING) USING iceberg "
+        "TBLPROPERTIES ('format-version'='2')"
+    )
+
+
+def test_tombstone_calls_quote_the_side_table() -> None:
+    policy = MaintenancePolicy(expire_tombstones=True, dry_run=True)
+    (call,) = tombstone_calls("lake.pg.public.t", policy, datetime(2024, 1, 2, tzinfo=UTC))
+    assert call.sql.startswith("SELECT count(*) AS expired FROM lake.`pg`.`public`.`t__cdc_deletes` WHERE ")
+
+
+# -- MERGE -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_update_sql_hostile_columns(name: str) -> None:
+    sql = apply.update_sql(
+        TARGET,
+        "cdc_update_1",
+        key_columns=(name,),
+        data_columns=(name, "v"),
+        target_columns=(name, "v", "_cdc_op"),
+        meta_columns=("_cdc_op",),
+    )
+    q = quote_identifier(name)
+    assert sql.splitlines()[0] == f"MERGE INTO {TARGET} t USING cdc_update_1 s ON t.{q} = s.{q}"
+    assert sql.endswith("THEN UPDATE SET t.`v` = s.`v`, t.`_cdc_op` = s.`_cdc_op`")
+    assert identifiers(sql).count(name) == 2
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_update_sql_hostile_keep_column(name: str) -> None:
+    sql = apply.update_sql(
+        TARGET,
+        "v1",
+        key_columns=("id",),
+        data_columns=("id", name),
+        target_columns=("id", name),
+        meta_columns=(),
+        keep_columns=(name,),
+    )
+    q = quote_identifier(name)
+    assert sql.endswith(
+        f"UPDATE SET t.{q} = CASE WHEN array_contains(s._keep, {quote_string(name)}) THEN t.{q} ELSE s.{q} END"
+    )
+    assert identifiers(sql).count(name) == 3
+
+
+def test_update_sql_normal_names() -> None:
+    sql = apply.update_sql(TARGET, "v1", ("id",), ("id", "v"), ("id", "v", "w"), ())
+    assert sql == (
+        f"MERGE INTO {TARGET} t USING v1 s ON t.`id` = s.`id`\n"
+        "WHEN MATCHED AND s._cdc_op = 'd' AND s._cdc_position > t._cdc_position THEN DELETE\n"
+        "WHEN MATCHED AND s._cdc_op <> 'd' AND s._cdc_position > t._cdc_position THEN UPDATE SET "
+        "t.`v` = s.`v`, t.`w` = NULL"
+    )
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_tombstone_merge_sql_hostile_key(name: str) -> None:
+    sql = apply.tombstone_merge_sql("`lake`.`pg`.`t__cdc_deletes`", "cdc_batch_1", (name,))
+    q = quote_identifier(name)
+    assert sql.splitlines()[0] == (
+        f"MERGE INTO `lake`.`pg`.`t__cdc_deletes` d USING (SELECT {q}, _cdc_position FROM cdc_batch_1 "
+        f"WHERE _cdc_op = 'd') x ON d.{q} = x.{q}"
+    )
+    assert sql.splitlines()[-1] == (
+        f"WHEN NOT MATCHED THEN INSERT ({q}, _cdc_position, _cdc_deleted_at) "
+        f"VALUES (x.{q}, x._cdc_position, current_timestamp())"
+    )
+    assert identifiers(sql).count(name) == 5
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_scd2_merge_sql_hostile_key(name: str) -> None:
+    sql = apply.scd2_merge_sql(TARGET, "vers", "closes", (name,), (name, "_cdc_ingested_at"), (name,))
+    q, mk = quote_identifier(name), quote_identifier("_mk_" + name)
+    assert (
+        f"SELECT 'close' AS _kind, {q} AS {mk}, _close_at, NULL AS {q}, NULL AS `_cdc_ingested_at` FROM closes" in sql
+    )
+    assert f"SELECT 'version' AS _kind, NULL AS {mk}, NULL AS _close_at, {q} AS {q}, " in sql
+    assert f") s ON t.{q} = s.{mk} AND t._cdc_is_current" in sql
+    assert sql.endswith(f"INSERT ({q}, `_cdc_ingested_at`) VALUES (s.{q}, s.`_cdc_ingested_at`)")
+    assert identifiers(sql).count("_mk_" + name) == 3
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_truncate_merges_hostile_key(name: str) -> None:
+    q = quote_identifier(name)
+    literal = apply.position_literal([5])
+    assert apply.delete_older_sql(TARGET, "doomed", (name, "id"), [5]) == (
+        f"MERGE INTO {TARGET} t USING doomed d ON t.{q} = d.{q} AND t.`id` = d.`id` "
+        f"WHEN MATCHED AND t._cdc_position < {literal} THEN DELETE"
+    )
+    closed = apply.close_versions_sql(TARGET, "open", (name,), [5])
+    assert closed == (
+        f"MERGE INTO {TARGET} t USING open o ON t.{q} = o.{q} AND t._cdc_is_current "
+        f"WHEN MATCHED THEN UPDATE SET t._cdc_valid_to = {literal}, t._cdc_is_current = false"
+    )
+    assert identifiers(closed).count(name) == 2

@@ -25,13 +25,14 @@ Params (JSON-schema validated):
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import Param, dag, task
 
 from cdclake.connectors import load_specs
 from cdclake.orchestration import spec_names
-from cdclake.orchestration.defaults import START_DATE, default_args
+from cdclake.orchestration.defaults import INGEST_BATCH_TIMEOUT, START_DATE, default_args
 from cdclake.orchestration.deployment import enabled_specs
 from cdclake_airflow.callables import compare_snapshot_counts, plan_snapshot
 from cdclake_airflow.operators.debezium_signal import SendDebeziumSignalOperator
@@ -45,6 +46,7 @@ SIGNAL = "ti.xcom_pull(task_ids='send_signal')"
     schedule=None,
     start_date=START_DATE,
     catchup=False,
+    dagrun_timeout=timedelta(hours=3),
     doc_md=__doc__,
     default_args=default_args(),
     tags=["cdc", "debezium", "snapshot"],
@@ -67,7 +69,7 @@ def cdc_snapshot() -> None:
     def verify_requested(params: dict[str, Any]) -> bool:
         return bool(params["verify"])
 
-    @task
+    @task(execution_timeout=timedelta(minutes=15))
     def compare_row_counts(
         data_collections: list[str], ingest_result: dict[str, Any], params: dict[str, Any]
     ) -> dict[str, Any]:
@@ -89,7 +91,12 @@ def cdc_snapshot() -> None:
         poll_interval=2,
         timeout=3600,
     )
-    ingest = CdcSparkJobOperator(task_id="ingest", job="ingest", application_args=["--spec", "{{ params.source }}"])
+    ingest = CdcSparkJobOperator(
+        task_id="ingest",
+        job="ingest",
+        application_args=["--spec", "{{ params.source }}"],
+        execution_timeout=INGEST_BATCH_TIMEOUT,
+    )
     send >> wait >> verify_requested() >> ingest
     compare_row_counts(request["data_collections"], ingest.output)
 

@@ -18,6 +18,7 @@ Manual; run it after changing a spec. `cdc_connectors_health` watches the connec
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import Param, dag, task
@@ -43,6 +44,7 @@ def connector_of(upsert_result: dict[str, Any]) -> str:
     start_date=START_DATE,
     catchup=False,
     max_active_runs=1,
+    dagrun_timeout=timedelta(hours=1),
     doc_md=__doc__,
     default_args=default_args(),
     tags=["cdc", "debezium", "kafka-connect"],
@@ -67,6 +69,7 @@ def cdc_connectors() -> None:
     restarted = KafkaConnectorRestartOperator.partial(
         task_id="restart_failed_tasks", kafka_connect_conn_id=KAFKA_CONNECT_CONN_ID
     ).expand(connector_name=connectors)
+    # the wait is deferred and bounded by `timeout`; execution_timeout (default_args) bounds its worker steps
     running = KafkaConnectorRunningSensor.partial(
         task_id="wait_running", kafka_connect_conn_id=KAFKA_CONNECT_CONN_ID, poll_interval=3, timeout=600
     ).expand(connector_name=connectors)

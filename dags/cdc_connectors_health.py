@@ -29,7 +29,10 @@ KAFKA_CONNECT_CONN_ID = "kafka_connect_default"
     max_active_runs=1,
     dagrun_timeout=timedelta(minutes=9),
     doc_md=__doc__,
-    default_args=default_args(retry_delay=timedelta(seconds=20), retry_exponential_backoff=False),
+    # a retry after a timed-out check still ends within the 9-minute run
+    default_args=default_args(
+        retry_delay=timedelta(seconds=20), retry_exponential_backoff=False, execution_timeout=timedelta(minutes=4)
+    ),
     tags=["cdc", "health", "kafka-connect"],
 )
 def cdc_connectors_health() -> None:

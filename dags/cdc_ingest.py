@@ -38,7 +38,7 @@ from airflow.sdk import DAG, Asset, TaskGroup, task
 
 from cdclake.connectors import ConnectorSpec, load_specs
 from cdclake.orchestration import job_arguments
-from cdclake.orchestration.defaults import START_DATE, default_args
+from cdclake.orchestration.defaults import INGEST_BATCH_TIMEOUT, START_DATE, default_args
 from cdclake.orchestration.deployment import enabled_specs, ingest_interval
 from cdclake_airflow.assets import spec_assets
 from cdclake_airflow.callables import check_dead_letters, check_ingest_result, ingest_pending, publish_table_change
@@ -65,7 +65,7 @@ def ingest_dag(spec: ConnectorSpec, interval: timedelta) -> DAG:
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
-        dagrun_timeout=timedelta(minutes=30),
+        dagrun_timeout=timedelta(minutes=30),  # the next run starts a timed-out batch again
         doc_md=__doc__,
         default_args=default_args(),
         tags=["cdc", "ingest", "iceberg", f"source:{spec.name}"],
@@ -79,7 +79,7 @@ def ingest_dag(spec: ConnectorSpec, interval: timedelta) -> DAG:
             task_id="ingest",
             job="ingest",
             application_args=job_arguments(spec.name),
-            execution_timeout=timedelta(minutes=25),
+            execution_timeout=INGEST_BATCH_TIMEOUT,
             # a schemas-off source's job reads column types from the source database
             connections=() if spec.converters.value_schemas_enable else (spec.reader_connection_id,),
         )

@@ -25,7 +25,7 @@ from airflow.sdk import Param, dag, task
 
 from cdclake.connectors import load_specs
 from cdclake.orchestration import spec_names
-from cdclake.orchestration.defaults import START_DATE, default_args
+from cdclake.orchestration.defaults import RECONCILE_TIMEOUT, START_DATE, default_args
 from cdclake.orchestration.deployment import enabled_specs
 from cdclake_airflow.callables import reconcile_under_lock
 
@@ -37,7 +37,7 @@ SOURCES = spec_names(enabled_specs(load_specs()))
     start_date=START_DATE,
     catchup=False,
     max_active_runs=1,
-    dagrun_timeout=timedelta(hours=1),
+    dagrun_timeout=timedelta(hours=2),  # room for the retries of a timed-out reconcile
     doc_md=__doc__,
     default_args=default_args(),
     tags=["cdc", "reconcile", "iceberg"],
@@ -51,7 +51,7 @@ def cdc_reconcile() -> None:
     def plan(params: dict[str, Any]) -> list[str]:
         return list(params["sources"] or SOURCES)
 
-    @task(execution_timeout=timedelta(minutes=30))
+    @task(execution_timeout=RECONCILE_TIMEOUT)
     def reconcile(source: str, params: dict[str, Any], **context: Any) -> dict[str, Any]:
         ti = context["ti"]
         return reconcile_under_lock(source, params["tables"], f"airflow {ti.dag_id}/{ti.run_id}")

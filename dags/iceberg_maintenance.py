@@ -26,13 +26,14 @@ table failed.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import Param, dag, task
 
 from cdclake.connectors import load_specs
 from cdclake.orchestration import job_arguments, spec_names
-from cdclake.orchestration.defaults import START_DATE, default_args
+from cdclake.orchestration.defaults import MAINTENANCE_TIMEOUT, START_DATE, default_args
 from cdclake.orchestration.deployment import enabled_specs
 from cdclake_airflow.operators.spark_job import CdcSparkJobOperator
 
@@ -42,6 +43,7 @@ from cdclake_airflow.operators.spark_job import CdcSparkJobOperator
     start_date=START_DATE,
     catchup=False,
     max_active_runs=1,
+    dagrun_timeout=timedelta(hours=10),  # room for the retries of a timed-out job
     doc_md=__doc__,
     default_args=default_args(),
     tags=["iceberg", "maintenance"],
@@ -63,7 +65,9 @@ def iceberg_maintenance() -> None:
         args = job_arguments(names[0], extra={k: params.get(k) for k in params if k != "sources"})
         return [*args, *(a for name in names[1:] for a in ("--spec", name))]
 
-    CdcSparkJobOperator(task_id="maintain", job="maintenance", application_args=plan())
+    CdcSparkJobOperator(
+        task_id="maintain", job="maintenance", application_args=plan(), execution_timeout=MAINTENANCE_TIMEOUT
+    )
 
 
 iceberg_maintenance()

@@ -20,10 +20,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cdclake.exceptions import ConfigError
 from cdclake.paths import lake_dir
 from cdclake.settings import LakeKind, Settings, settings
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
 
 CATALOG_NAME = "lake"
 #: The namespace of the lake's audit tables (ledger, locks, transactions, dead letters, ...).
@@ -143,8 +147,22 @@ class LakeConfig:
             (self.root / "warehouse").mkdir(parents=True, exist_ok=True)
 
     # -- client properties -----------------------------------------------------------------------
+    def open_catalog(self) -> Catalog:
+        """This lake's pyiceberg catalog, with timeouts and bounded retries (:mod:`cdclake.lake.clients`).
+
+        A REST catalog's requests time out and are retried with backoff; the embedded SQLite catalog waits
+        for another writer's lock, and its operations are retried while it stays locked.
+
+        Raises:
+            CatalogLockedError: the embedded catalog stayed locked while it was opened.
+        """
+        from cdclake.lake.clients import open_catalog
+
+        return open_catalog(self.pyiceberg_properties())
+
     def pyiceberg_properties(self) -> dict[str, str]:
-        """Properties for ``pyiceberg.catalog.load_catalog(**props)`` that open this lake."""
+        """Properties for ``pyiceberg.catalog.load_catalog(**props)`` that open this lake (without the timeouts
+        and retries of :meth:`open_catalog`)."""
         if self.kind == "embedded":
             return {
                 "name": CATALOG_NAME,

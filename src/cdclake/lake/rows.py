@@ -32,13 +32,11 @@ _lakes: weakref.WeakKeyDictionary[SparkContext, LakeConfig] = weakref.WeakKeyDic
 
 def session_catalog(spark: SparkSession, lake: LakeConfig | None = None) -> Catalog:
     """The pyiceberg catalog of the lake ``spark`` opens as ``lake`` (:meth:`LakeConfig.from_spark_conf`),
-    loaded once per process."""
-    from pyiceberg.catalog import load_catalog
-
-    props = (lake or _session_lake(spark)).pyiceberg_properties()
-    key = json.dumps(props, sort_keys=True)
+    opened once per process with timeouts and bounded retries (:meth:`LakeConfig.open_catalog`)."""
+    config = lake or _session_lake(spark)
+    key = json.dumps(config.pyiceberg_properties(), sort_keys=True)
     if key not in _catalogs:
-        _catalogs[key] = load_catalog(**props)
+        _catalogs[key] = config.open_catalog()
     return _catalogs[key]
 
 

@@ -2,11 +2,14 @@
 
 Public API::
 
-    signal = build_signal("execute-snapshot", data_collections=["inventory.orders"])
-    validate_for_spec(signal, spec)
+    signal = build_signal("execute-snapshot", data_collections=["inventory.orders"], connector=spec.connector,
+                          additional_conditions=[{"data-collection": "inventory.orders", "filter": "id > 10"}])
+    signal = checked_for_spec(signal, spec, columns)  # tables of the spec; filters checked, regenerated
     stmt = signal_insert(spec, signal)            # SQL text with placeholders + bound params
     msg = kafka_signal_message(spec, signal)      # key = topic prefix, JSON value
     done = snapshot_finished(notifications, signal.id)
+
+Snapshot filters are parsed with sqlglot (:mod:`cdclake.signals.filters`, imported when a filter is checked).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from cdclake.signals.models import (
     SnapshotType,
     StopSnapshot,
     build_signal,
+    checked_for_spec,
     validate_for_spec,
 )
 from cdclake.signals.notifications import Notification, parse_notification, snapshot_finished
@@ -57,6 +61,7 @@ __all__ = [
     "StopSnapshot",
     "build_signal",
     "build_signal_insert",
+    "checked_for_spec",
     "kafka_signal_message",
     "mongo_client",
     "mongo_signal_document",

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from cdclake.connectors.spec import ConnectorKind, ConnectorSpec
 from cdclake.exceptions import NotInstalledError, SignalDeliveryError, SignalValidationError
-from cdclake.signals.models import Signal, SignalRecord
+from cdclake.signals.models import Signal, SignalRecord, checked_for_spec
 from cdclake.sql import quote_name
 
 logger = logging.getLogger(__name__)
@@ -84,17 +84,19 @@ def build_signal_insert(dialect: SqlDialect, table: str, record: SignalRecord) -
 
 
 def signal_insert(spec: ConnectorSpec, signal: Signal) -> SqlStatement:
-    """The signal-table INSERT for a spec's connector.
+    """The signal-table INSERT for a spec's connector, the signal checked for the spec first
+    (:func:`~cdclake.signals.models.checked_for_spec`: its filters are sent as regenerated in the spec's dialect).
 
     Raises:
-        SignalValidationError: for MongoDB (use :func:`mongo_signal_document`) or a bad table name.
+        SignalValidationError: for MongoDB (use :func:`mongo_signal_document`), a bad table name, a collection the
+            spec does not capture or a refused filter.
     """
     dialect = SQL_DIALECTS.get(spec.connector)
     if dialect is None:
         raise SignalValidationError(
             f"{spec.describe()}: the {spec.connector} connector has no SQL signal table; use mongo_signal_document()"
         )
-    return build_signal_insert(dialect, spec.signal_table, signal.to_record())
+    return build_signal_insert(dialect, spec.signal_table, checked_for_spec(signal, spec).to_record())
 
 
 class DbApiConnection(Protocol):
@@ -186,7 +188,13 @@ class KafkaSignalMessage:
 
 
 def kafka_signal_message(spec: ConnectorSpec, signal: Signal, topic: str | None = None) -> KafkaSignalMessage:
-    """Build the Kafka signal record for a spec (topic default ``spec.signal_topic``, ``<prefix>-signal``)."""
+    """Build the Kafka signal record for a spec (topic default ``spec.signal_topic``, ``<prefix>-signal``), the
+    signal checked for the spec first (:func:`~cdclake.signals.models.checked_for_spec`).
+
+    Raises:
+        SignalValidationError: for a collection the spec does not capture or a refused filter.
+    """
+    signal = checked_for_spec(signal, spec)
     value = {"id": signal.id, "type": signal.type, "data": signal.data() or {}}
     return KafkaSignalMessage(
         topic=topic or spec.signal_topic,

@@ -3,6 +3,11 @@
 A signal is three values, the columns of the signal table: ``id``, ``type`` and ``data`` (a JSON
 string). Attribute names are snake_case with Debezium's wire names as aliases
 (``data_collections`` <-> ``data-collections``).
+
+An ``execute-snapshot`` signal's filters are checked by :mod:`cdclake.signals.filters` when it is validated:
+in the connector's SQL dialect, and regenerated in it, when the validation context names the connector
+(:func:`build_signal` ``connector=``, :func:`checked_for_spec`); as ANSI SQL, kept as written, when it does not.
+MongoDB filters are not SQL: an incremental one must not be a SELECT, a blocking one must be.
 """
 
 from __future__ import annotations
@@ -10,13 +15,14 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from cdclake.connectors.spec import ConnectorSpec
+from cdclake.connectors.spec import ConnectorKind, ConnectorSpec
 from cdclake.exceptions import SignalValidationError
 
 SIGNAL_ID_MAX_LENGTH = 42
@@ -60,10 +66,50 @@ def _new_id() -> str:
 
 
 class AdditionalCondition(_SignalModel):
-    """Per-collection snapshot filter: a WHERE fragment (incremental) or a full SELECT (blocking)."""
+    """Per-collection snapshot filter: a WHERE condition (incremental) or a full SELECT (blocking).
+
+    What a filter may contain: :mod:`cdclake.signals.filters`.
+    """
 
     data_collection: str = Field(alias="data-collection", min_length=1)
     filter: str = Field(min_length=1)
+
+
+def _checked_filter(
+    cond: AdditionalCondition,
+    snapshot_type: SnapshotType,
+    connector: ConnectorKind | None,
+    columns: Collection[str] | None,
+) -> str:
+    """The filter as it is sent: regenerated in the connector's dialect, as written without a connector (it is
+    then checked as ANSI SQL) or for MongoDB (not SQL: only its kind is checked)."""
+    if connector is ConnectorKind.MONGODB:
+        is_select = bool(_SELECT.match(cond.filter))
+        if snapshot_type is SnapshotType.BLOCKING and not is_select:
+            raise ValueError(
+                f"filter of {cond.data_collection}: a blocking snapshot filter must be a full SELECT statement, "
+                f"got {cond.filter!r}"
+            )
+        if snapshot_type is SnapshotType.INCREMENTAL and is_select:
+            raise ValueError(
+                f"filter of {cond.data_collection}: an incremental snapshot filter is a condition, not a SELECT"
+            )
+        return cond.filter
+    from cdclake.signals.filters import ANSI, check_filter, filter_dialect
+
+    if connector is None:
+        try:
+            check_filter(cond.filter, cond.data_collection, snapshot_type.value, ANSI, columns)
+        except SignalValidationError as exc:
+            if "cannot be" not in str(exc):
+                raise
+            raise SignalValidationError(
+                f"{exc} (no connector given: give it to parse the filter in its dialect)"
+            ) from exc
+        return cond.filter
+    dialect = filter_dialect(connector)
+    assert dialect is not None
+    return check_filter(cond.filter, cond.data_collection, snapshot_type.value, dialect, columns)
 
 
 class _Signal(_SignalModel):
@@ -104,24 +150,27 @@ class ExecuteSnapshot(_Signal):
     additional_conditions: tuple[AdditionalCondition, ...] = Field(default=(), alias="additional-conditions")
     surrogate_key: str | None = Field(default=None, alias="surrogate-key", min_length=1)
 
-    @model_validator(mode="after")
-    def _check_conditions(self) -> ExecuteSnapshot:
-        for i, cond in enumerate(self.additional_conditions):
-            where = f"additional-conditions[{i}]"
-            if cond.data_collection not in self.data_collections:
-                raise ValueError(f"{where}: {cond.data_collection!r} is not one of the data-collections")
-            is_select = bool(_SELECT.match(cond.filter))
-            if self.snapshot_type is SnapshotType.BLOCKING and not is_select:
+    @field_validator("additional_conditions")
+    @classmethod
+    def _check_conditions(
+        cls, conditions: tuple[AdditionalCondition, ...], info: ValidationInfo
+    ) -> tuple[AdditionalCondition, ...]:
+        snapshot_type = info.data.get("snapshot_type")
+        collections = info.data.get("data_collections")
+        if snapshot_type is None or collections is None:
+            return conditions  # their own errors are reported
+        context = info.context or {}
+        connector: ConnectorKind | None = context.get("connector")
+        columns: Mapping[str, Collection[str]] = context.get("columns") or {}
+        checked = []
+        for i, cond in enumerate(conditions):
+            if cond.data_collection not in collections:
                 raise ValueError(
-                    f"{where}: a blocking snapshot filter must be a full SELECT statement "
-                    f"(e.g. SELECT * FROM {cond.data_collection} WHERE ...), got {cond.filter!r}"
+                    f"additional-conditions[{i}]: {cond.data_collection!r} is not one of the data-collections"
                 )
-            if self.snapshot_type is SnapshotType.INCREMENTAL and is_select:
-                raise ValueError(
-                    f"{where}: an incremental snapshot filter is a WHERE condition (e.g. \"status = 'open'\"), "
-                    "not a SELECT"
-                )
-        return self
+            text = _checked_filter(cond, snapshot_type, connector, columns.get(cond.data_collection))
+            checked.append(cond if text == cond.filter else cond.model_copy(update={"filter": text}))
+        return tuple(checked)
 
     def data(self) -> dict[str, Any]:
         data: dict[str, Any] = {"type": self.snapshot_type.value, "data-collections": list(self.data_collections)}
@@ -187,11 +236,26 @@ SIGNAL_CLASSES: dict[SignalType, type[_Signal]] = {
 }
 
 
-def build_signal(signal_type: str | SignalType, **fields: Any) -> Signal:
+def build_signal(
+    signal_type: str | SignalType,
+    *,
+    connector: ConnectorKind | None = None,
+    columns: Mapping[str, Collection[str]] | None = None,
+    **fields: Any,
+) -> Signal:
     """Build a signal from its type and fields (snake_case or wire names); ``id=None`` means a new uuid4.
 
+    Args:
+        signal_type: the signal ``type``.
+        connector: the source's connector: an ``execute-snapshot``'s filters are parsed in its SQL dialect and
+            regenerated in it (:mod:`cdclake.signals.filters`); without it they are checked as ANSI SQL and kept
+            as written.
+        columns: data collection -> its column names, for the filters' column checks (optional per table).
+        **fields: the signal's fields.
+
     Raises:
-        SignalValidationError: for an unknown type or invalid fields.
+        SignalValidationError: for an unknown type or invalid fields (a refused filter names its data
+            collection and why).
     """
     try:
         kind = SignalType(signal_type)
@@ -199,8 +263,12 @@ def build_signal(signal_type: str | SignalType, **fields: Any) -> Signal:
         known = ", ".join(t.value for t in SignalType)
         raise SignalValidationError(f"unknown signal type {signal_type!r}; use one of {known}") from exc
     values = {k: v for k, v in fields.items() if v is not None}
+    return _validate(kind, values, {"connector": connector, "columns": columns})
+
+
+def _validate(kind: SignalType, values: Mapping[str, Any], context: Mapping[str, Any]) -> Signal:
     try:
-        signal = SIGNAL_CLASSES[kind].model_validate(values)
+        signal = SIGNAL_CLASSES[kind].model_validate(values, context=dict(context))
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or 'data'}: {err['msg'].removeprefix('Value error, ')}"
@@ -224,3 +292,30 @@ def validate_for_spec(signal: Signal, spec: ConnectorSpec) -> None:
                 f"{signal.type} signal {signal.id}: {name!r} is not a table of {spec.describe()} "
                 f"(known: {', '.join(spec.table_names)})"
             )
+
+
+def checked_for_spec(
+    signal: Signal, spec: ConnectorSpec, columns: Mapping[str, Collection[str]] | None = None
+) -> Signal:
+    """The signal as it may be sent for a spec: its collections are tables of the spec, and an
+    ``execute-snapshot``'s filters are checked in the spec's SQL dialect and regenerated in it.
+
+    Args:
+        signal: the signal.
+        spec: the connector spec.
+        columns: data collection -> its column names (when they could be read): every name a filter uses must
+            be one of them.
+
+    Returns:
+        The signal, with its filters as :func:`cdclake.signals.filters.check_filter` regenerates them (the same
+        object when it has no filter).
+
+    Raises:
+        SignalValidationError: naming the unknown collection, or the data collection whose filter is refused
+            and why.
+    """
+    validate_for_spec(signal, spec)
+    if not isinstance(signal, ExecuteSnapshot) or not signal.additional_conditions:
+        return signal
+    values = signal.model_dump()
+    return _validate(signal.signal_type, values, {"connector": spec.connector, "columns": columns})

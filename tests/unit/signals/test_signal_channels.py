@@ -16,6 +16,7 @@ from cdclake.signals import (
     PauseSnapshot,
     SqlDialect,
     build_signal_insert,
+    checked_for_spec,
     kafka_signal_message,
     mongo_client,
     mongo_signal_document,
@@ -26,7 +27,8 @@ from cdclake.signals import (
 )
 
 SPEC_DIR = Path(__file__).resolve().parents[3] / "include" / "connectors"
-HOSTILE = "status = 'x'); DROP TABLE inventory.orders; --"
+# a valid filter whose string literal holds SQL: it stays a literal, in the bound parameter only
+HOSTILE = "status = 'x''); DROP TABLE inventory.orders; --'"
 
 
 def _snapshot(collection: str) -> ExecuteSnapshot:
@@ -40,23 +42,25 @@ def _snapshot(collection: str) -> ExecuteSnapshot:
 
 
 @pytest.mark.parametrize(
-    ("spec_name", "collection", "expected_sql"),
+    ("spec_name", "collection", "expected_sql", "quote"),
     [
         (
             "postgres",
             "inventory.orders",
             'INSERT INTO "inventory"."debezium_signal" (id, type, data) VALUES (%s, %s, %s)',
+            '"',
         ),
-        ("mariadb", "demo.orders", "INSERT INTO `demo`.`debezium_signal` (id, type, data) VALUES (%s, %s, %s)"),
-        ("mysql", "demo.orders", "INSERT INTO `demo`.`debezium_signal` (id, type, data) VALUES (%s, %s, %s)"),
+        ("mariadb", "demo.orders", "INSERT INTO `demo`.`debezium_signal` (id, type, data) VALUES (%s, %s, %s)", "`"),
+        ("mysql", "demo.orders", "INSERT INTO `demo`.`debezium_signal` (id, type, data) VALUES (%s, %s, %s)", "`"),
         (
             "informix",
             "demo.informix.orders",
             "INSERT INTO informix.debezium_signal (id, type, data) VALUES (?, ?, ?)",
+            "",
         ),
     ],
 )
-def test_sql_insert_binds_values(spec_name: str, collection: str, expected_sql: str) -> None:
+def test_sql_insert_binds_values(spec_name: str, collection: str, expected_sql: str, quote: str) -> None:
     spec = load_spec(spec_name, SPEC_DIR)
     signal = _snapshot(collection)
 
@@ -66,7 +70,9 @@ def test_sql_insert_binds_values(spec_name: str, collection: str, expected_sql: 
     assert "sig-1" not in statement.sql
     assert "DROP" not in statement.sql
     assert statement.params[0:2] == ("sig-1", "execute-snapshot")
-    assert json.loads(statement.params[2])["additional-conditions"][0]["filter"] == HOSTILE
+    # the filter is sent as regenerated in the source's dialect (identifiers quoted, except for Informix)
+    sent = json.loads(statement.params[2])["additional-conditions"][0]["filter"]
+    assert sent == f"{quote}status{quote} = 'x''); DROP TABLE inventory.orders; --'"
 
 
 def test_sql_insert_without_data_binds_null() -> None:
@@ -157,7 +163,9 @@ def test_kafka_message_key_is_prefix_and_value_json() -> None:
     message = kafka_signal_message(spec, signal)
     assert message.topic == "pg-signal"
     assert message.key == "pg" == spec.topic_prefix
-    assert message.value_json() == {"id": "sig-1", "type": "execute-snapshot", "data": signal.data()}
+    value = message.value_json()
+    assert value == {"id": "sig-1", "type": "execute-snapshot", "data": checked_for_spec(signal, spec).data()}
+    assert value["data"]["additional-conditions"][0]["filter"] == "\"status\" = 'x''); DROP TABLE inventory.orders; --'"
     assert kafka_signal_message(spec, PauseSnapshot(id="p"), topic="t").value_json() == {
         "id": "p",
         "type": "pause-snapshot",

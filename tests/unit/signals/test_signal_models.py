@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cdclake.connectors import load_spec
+from cdclake.connectors import ConnectorKind, load_spec
 from cdclake.exceptions import SignalValidationError
 from cdclake.signals import (
     ExecuteSnapshot,
@@ -18,6 +18,7 @@ from cdclake.signals import (
     SnapshotType,
     StopSnapshot,
     build_signal,
+    checked_for_spec,
     validate_for_spec,
 )
 
@@ -128,3 +129,68 @@ def test_signals_are_frozen() -> None:
     signal = PauseSnapshot(id="p")
     with pytest.raises(ValueError, match="frozen"):
         signal.id = "q"  # type: ignore[misc]
+
+
+# ---- snapshot filters (the rules themselves: test_snapshot_filters.py) ------------------------------
+
+
+def _orders_snapshot(collection: str, filter_: str, **kwargs: object) -> ExecuteSnapshot:
+    signal = build_signal(
+        "execute-snapshot",
+        data_collections=[collection],
+        additional_conditions=[{"data-collection": collection, "filter": filter_}],
+        **kwargs,
+    )
+    assert isinstance(signal, ExecuteSnapshot)
+    return signal
+
+
+def test_filters_are_regenerated_in_the_connectors_dialect() -> None:
+    pg = _orders_snapshot("inventory.orders", "Status = 'open' or id > 10", connector=ConnectorKind.POSTGRESQL)
+    assert pg.additional_conditions[0].filter == '("status" = \'open\' OR "id" > 10)'
+    my = _orders_snapshot("demo.orders", 'status = "open"', connector=ConnectorKind.MARIADB)
+    assert my.additional_conditions[0].filter == "`status` = 'open'"
+    assert json.loads(my.data_json() or "")["additional-conditions"][0]["filter"] == "`status` = 'open'"
+
+
+def test_refused_filter_names_the_collection_and_the_reason() -> None:
+    with pytest.raises(SignalValidationError) as info:
+        _orders_snapshot("demo.orders", "id IN (SELECT user FROM mysql.global_priv)", connector=ConnectorKind.MYSQL)
+    assert "invalid execute-snapshot signal: additional_conditions: filter of demo.orders: subqueries are not " in (
+        str(info.value)
+    )
+    assert "`mysql`.`global_priv`" in str(info.value)
+
+
+def test_without_connector_filters_are_checked_as_ansi_and_kept() -> None:
+    signal = _orders_snapshot("inventory.orders", "status  =  'open'")
+    assert signal.additional_conditions[0].filter == "status  =  'open'"
+    with pytest.raises(SignalValidationError, match="subqueries are not allowed"):
+        _orders_snapshot("inventory.orders", "id IN (SELECT 1 FROM pg_shadow)")
+    with pytest.raises(SignalValidationError, match="cannot be parsed as ANSI SQL.*give it to parse the filter"):
+        _orders_snapshot("demo.orders", "`status` = 'open'")
+
+
+def test_mongodb_filters_are_not_sql() -> None:
+    signal = _orders_snapshot("demo.orders", '{"status": "open"}', connector=ConnectorKind.MONGODB)
+    assert signal.additional_conditions[0].filter == '{"status": "open"}'
+    with pytest.raises(SignalValidationError, match="an incremental snapshot filter is a condition, not a SELECT"):
+        _orders_snapshot("demo.orders", "SELECT * FROM demo.orders", connector=ConnectorKind.MONGODB)
+    with pytest.raises(SignalValidationError, match="a blocking snapshot filter must be a full SELECT"):
+        _orders_snapshot("demo.orders", "status = 'open'", type="blocking", connector=ConnectorKind.MONGODB)
+
+
+def test_checked_for_spec_regenerates_filters_and_checks_columns() -> None:
+    spec = load_spec("mariadb", SPEC_DIR)
+    signal = _orders_snapshot("demo.orders", "status = 'open'")
+    checked = checked_for_spec(signal, spec, {"demo.orders": ["id", "status"]})
+    assert checked.id == signal.id
+    assert isinstance(checked, ExecuteSnapshot)
+    assert checked.additional_conditions[0].filter == "`status` = 'open'"
+    assert checked_for_spec(checked, spec) == checked
+    with pytest.raises(SignalValidationError, match="filter of demo.orders: status is not a column of demo.orders"):
+        checked_for_spec(signal, spec, {"demo.orders": ["id", "total"]})
+    unfiltered = build_signal("execute-snapshot", data_collections=["demo.orders"])
+    assert checked_for_spec(unfiltered, spec) is unfiltered
+    with pytest.raises(SignalValidationError, match="is not a table of"):
+        checked_for_spec(_orders_snapshot("demo.nope", "id = 1"), spec)

@@ -430,6 +430,11 @@ def render_markdown() -> str:
         "All are optional; an empty value counts as unset. A value that does not parse stops the command, job or",
         "DAG file that reads the settings, with an error naming the variable and what it accepts.",
         "",
+        "Timeouts and retries are constants, not variables: the DAGs' in [airflow.md](airflow.md#timeouts), the",
+        "lake catalog's in [ingestion.md](ingestion.md#the-lakes-catalog-timeouts-and-retries); Kafka Connect's",
+        "and the source databases' are options of their connections ([connectors.md](connectors.md),",
+        "[reconcile.md](reconcile.md)).",
+        "",
         "| variable | type | default | accepted values | meaning |",
         "|---|---|---|---|---|",
     ]

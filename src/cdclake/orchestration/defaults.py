@@ -3,10 +3,10 @@
 Timeouts: every task has an ``execution_timeout`` and every DAG a ``dagrun_timeout``. A task without its own
 gets :data:`TASK_TIMEOUT` from :func:`default_args`; the DAG files override it for the tasks that run
 longer (a Spark job, a reconciliation, a sensor's wait). Each DAG's ``dagrun_timeout`` is at least its
-longest task's ``execution_timeout`` (a sensor's ``timeout``) plus the steps before and after it, and
-where that costs nothing (manual and daily DAGs) it leaves room for the task's retries too. A scheduled
-ingest run is the exception: it does not wait for a timed-out batch's retries, since the next run,
-minutes later, starts the same batch again.
+longest task's ``execution_timeout`` (a sensor's ``timeout``) plus the steps before and after it. In the
+manual and daily DAGs it leaves room for all of a task's attempts too; in the DAGs scheduled every few
+minutes (ingest, connector health) it does not need to, since the next run, minutes later, does a timed-out
+run's work again.
 """
 
 from __future__ import annotations

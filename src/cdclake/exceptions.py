@@ -5,6 +5,9 @@ Record-level errors carry the Kafka coordinates (topic, partition, offset) of th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 
 class CdcError(Exception):
     """Base class of every cdclake error."""
@@ -144,6 +147,21 @@ class ReplayFileError(ConfigError):
         super().__init__(f"{path}:{line}: {message}")
         self.path = path
         self.line = line
+
+
+class OffsetGapError(CdcError, LookupError):
+    """The log of a topic-partition no longer holds the offset the source continues from: records were deleted
+    before they were ingested (retention, ``kafka-delete-records``), or the topic was re-created or its log
+    truncated. Raised before anything is read; the message names every such topic-partition with the missing
+    offsets, and says how to accept the loss (``--accept-gap TOPIC:PARTITION``).
+
+    Attributes:
+        gaps: the :class:`cdclake.ingest.offsets.OffsetGap` of each topic-partition, sorted.
+    """
+
+    def __init__(self, message: str, *, gaps: Sequence[Any] = ()) -> None:
+        super().__init__(message)
+        self.gaps = list(gaps)
 
 
 class SchemaEvolutionError(CdcError, ValueError):

@@ -8,6 +8,7 @@ from cdclake.connectors.spec import ConnectorSpec, LakeMode, LakeOptions, Schema
 from cdclake.decode.options import DecodeOptions, TableId
 from cdclake.decode.schema_source import NoSchemaSource, SchemaSource
 from cdclake.exceptions import ConfigError
+from cdclake.ingest.offsets import GapAcceptance
 from cdclake.settings import settings
 
 
@@ -30,6 +31,9 @@ class SourceConfig:
         max_incomplete_age_s: seconds after which a still-incomplete transaction is applied and reported
             (default: ``CDC_TX_MAX_INCOMPLETE_AGE_S`` of :func:`cdclake.settings.settings` when the config is
             built, 600 when unset).
+        accept_gaps: the gaps in Kafka's logs this run accepts (``--accept-gap``): those topic-partitions start
+            at their log start, and the batch records them. Default none: a gap stops the batch before anything
+            is read (:func:`cdclake.ingest.offsets.plan_ranges`).
     """
 
     name: str
@@ -41,10 +45,18 @@ class SourceConfig:
     transaction_consistent: bool = True
     schema_source: SchemaSource = field(default_factory=NoSchemaSource)
     max_incomplete_age_s: float = field(default_factory=lambda: settings().tx_max_incomplete_age_s)
+    accept_gaps: GapAcceptance = field(default_factory=GapAcceptance)
 
     @classmethod
-    def from_spec(cls, spec: ConnectorSpec, *, schema_source: SchemaSource | None = None) -> SourceConfig:
-        """The source of a spec; ``schema_source`` is required when the spec's value schemas are off.
+    def from_spec(
+        cls,
+        spec: ConnectorSpec,
+        *,
+        schema_source: SchemaSource | None = None,
+        accept_gaps: GapAcceptance | None = None,
+    ) -> SourceConfig:
+        """The source of a spec; ``schema_source`` is required when the spec's value schemas are off;
+        ``accept_gaps``: the gaps in Kafka's logs the run accepts (default none).
 
         Raises:
             ConfigError: when value schemas are off and no schema source is given.
@@ -63,6 +75,7 @@ class SourceConfig:
             signal_tables=frozenset({spec.signal_table}),
             transaction_consistent=spec.transaction_metadata,
             schema_source=schema_source or NoSchemaSource(),
+            accept_gaps=accept_gaps or GapAcceptance(),
         )
 
     def lake_options(self, table_id: TableId) -> LakeOptions:

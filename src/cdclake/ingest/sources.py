@@ -42,6 +42,10 @@ class RecordSource(abc.ABC):
     #: Whether the job caches the records it reads for the batch's several passes over them (discovery,
     #: decoding, transactions, schema changes). False where reading them again is cheaper than caching.
     cache_records: bool = True
+    #: Whether :meth:`watermarks` are the log's own start and end (Kafka), so that an offset the source continues
+    #: from outside them means records were deleted or the log re-created (:func:`cdclake.ingest.offsets.find_gaps`).
+    #: False for records in files or frames, whose first and last offsets are only those of the records held.
+    log_bounds: bool = False
 
     @abc.abstractmethod
     def watermarks(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
@@ -79,6 +83,7 @@ class KafkaRecordSource(RecordSource):
     """
 
     cache_records = False
+    log_bounds = True
 
     def __init__(self, bootstrap: str, patterns: Iterable[str], kafka_options: dict[str, str] | None = None) -> None:
         self.bootstrap = bootstrap

@@ -12,12 +12,17 @@ fields the DAGs rely on::
      "offsets": {...},                   # the batch's Kafka offset ranges
      "dead_lettered": int,              # records written to lake.cdc_audit.dead_letters
      "dead_letters": {"<topic>": {"<reason>": int}},  # the same records per topic and reason
+     "accepted_gaps": [{"topic", "partition", "kind", "committed", "resumed_at", "log_end",
+                        "accepted_by", "accepted_at", "detail"}],  # records lost in Kafka, accepted by the run
      "checks": {"ok": bool, "problems": [str]}}  # the batch's own consistency checks
 
 ``dead_letters`` sums to ``dead_lettered``; its reasons are the ``reason`` codes of ``cdc_audit.dead_letters``.
 Dead letters are not a consistency problem (``checks`` leaves them out): the batch commits what it could
 decode, and whoever runs it decides what they mean (the CLI exits 65, the ingest DAG fails its
 ``dead_letters`` task).
+
+``accepted_gaps`` lists the topic-partitions the batch started past records Kafka no longer held, as the run was
+told to (``--accept-gap``, :class:`cdclake.ingest.offsets.AcceptedGap`); they are warnings, not problems.
 
 Other keys (``records``, ``dead_lettered_by_partition``, ``phases_s``, per-table details) are kept as they are by the
 reader and passed through to Asset-event extras. This module imports neither Spark nor Airflow.
@@ -160,6 +165,9 @@ class BatchSummary:
     discovery: str | None = None
     #: the first and last source commit time (``source.ts_ms``) of the batch's change rows, ISO 8601 UTC
     source_ts: dict[str, str] = field(default_factory=dict)
+    #: the gaps in Kafka's logs the batch started past, as accepted by the run
+    #: (:meth:`cdclake.ingest.offsets.AcceptedGap.as_dict`)
+    accepted_gaps: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def changed_tables(self) -> list[str]:
@@ -202,6 +210,7 @@ class BatchSummary:
             "schema_cuts": self.schema_cuts,
             "discovery": self.discovery,
             "source_ts": self.source_ts,
+            "accepted_gaps": self.accepted_gaps,
             "checks": {"ok": not problems, "problems": problems},
         }
 
@@ -229,6 +238,7 @@ class IngestSummary(_SummaryModel):
     offsets: Any = None
     dead_lettered: int = 0
     dead_letters: dict[str, dict[str, int]] = Field(default_factory=dict)
+    accepted_gaps: tuple[dict[str, Any], ...] = ()
     checks: BatchChecks
 
     def changed(self, identifier: str) -> bool:
@@ -250,16 +260,21 @@ class IngestSummary(_SummaryModel):
         return lines
 
     def warnings(self) -> list[str]:
-        """The dead-lettered records per table: not a consistency problem (the batch committed what it could
-        decode; the records are kept in ``cdc_audit.dead_letters``), see :meth:`dead_letter_report`."""
-        out = [
+        """The gaps in Kafka's logs the run accepted, then the dead-lettered records per table: not consistency
+        problems (the records are gone from Kafka, or kept in ``cdc_audit.dead_letters``), see
+        :meth:`dead_letter_report`."""
+        gaps = [
+            f"accepted gap (by {gap.get('accepted_by') or 'the interrupted run'}): {gap.get('detail')}"
+            for gap in self.accepted_gaps
+        ]
+        dead = [
             f"{identifier}: {result.get('dead_lettered', 0)} record(s) dead-lettered"
             for identifier, result in self.tables.items()
             if result.get("dead_lettered")
         ]
-        if self.dead_lettered and not out:
-            out.append(f"batch {self.batch_id}: {self.dead_lettered} record(s) dead-lettered")
-        return out
+        if self.dead_lettered and not dead:
+            dead.append(f"batch {self.batch_id}: {self.dead_lettered} record(s) dead-lettered")
+        return gaps + dead
 
     def event_extra(self, identifier: str) -> dict[str, Any]:
         """The Asset-event ``extra`` for one changed table: batch id, source, the table's result, the offsets."""

@@ -47,6 +47,7 @@ def summarise(
         schema_cuts=dict(decoded.batch.schema_cut_reasons),
         discovery=decoded.batch.discovery,
         source_ts=tx.source_ts,
+        accepted_gaps=[g.as_dict() for g in plan.accepted_gaps],
     )
 
 

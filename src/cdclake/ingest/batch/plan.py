@@ -3,6 +3,10 @@
 A batch interrupted earlier (PLANNED but never COMMITTED) is redone with the same ranges. Otherwise the
 batch runs from the committed ``next_offsets`` to the source's current end (at most ``max_records``), and
 its PLANNED row is committed in the background while the batch is read and decoded.
+
+Kafka's log must still hold the offsets the batch starts from: a gap (records deleted before they were
+ingested, a topic re-created or truncated) stops the batch before anything is read, unless the run accepts it
+(:class:`~cdclake.ingest.offsets.GapAcceptance`); see :mod:`cdclake.ingest.offsets`.
 """
 
 from __future__ import annotations
@@ -10,12 +14,21 @@ from __future__ import annotations
 import logging
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 
 from cdclake.ingest.batch.context import BACKGROUND, BatchContext
 from cdclake.ingest.faults import crash_point
 from cdclake.ingest.ledger import PLANNED, BatchRecord
-from cdclake.ingest.offsets import OffsetRange, TopicPartition, end_offsets, plan_ranges
+from cdclake.ingest.offsets import (
+    AcceptedGap,
+    GapAcceptance,
+    OffsetRange,
+    RangePlan,
+    TopicPartition,
+    plan_ranges,
+    planned_gaps,
+    redo_ranges,
+)
 from cdclake.ingest.quarantine import QuarantineState, ReleaseAction, read_states
 
 logger = logging.getLogger(__name__)
@@ -33,6 +46,8 @@ class BatchPlan:
         latest: the partitions' end offsets when planned (None for a redo).
         planned: the PLANNED row's commit, made while the batch is read (None for a redo).
         planned_at: when the batch was planned (set for a redo; after :func:`wait_planned` otherwise).
+        accepted_gaps: the gaps the batch starts past, accepted by the run (``--accept-gap``); for a redo, also
+            those the interrupted run accepted.
     """
 
     batch_id: str
@@ -44,6 +59,7 @@ class BatchPlan:
     latest: dict[TopicPartition, int] | None = None
     planned: Future[datetime] | None = None
     planned_at: datetime | None = None
+    accepted_gaps: tuple[AcceptedGap, ...] = ()
 
     @property
     def releases(self) -> list[QuarantineState]:
@@ -61,9 +77,19 @@ class BatchPlan:
 
 
 def plan_batch(ctx: BatchContext, max_records: int | None = None) -> BatchPlan | None:
-    """The batch to run, or None when there are neither new records nor pending releases."""
+    """The batch to run, or None when there are neither new records, nor accepted gaps, nor pending releases.
+
+    The gaps the source's config accepts (:attr:`~cdclake.ingest.config.SourceConfig.accept_gaps`, ``--accept-gap``) start at their
+    log start; a batch runs for them even when there is nothing to read, so that the ledger moves past the gap
+    and records it.
+
+    Raises:
+        OffsetGapError: when the log of a topic-partition no longer holds the offset the batch starts from
+            (or, for a redo, its planned range) and the run does not accept it: no batch is planned, nothing is read.
+        RecordSourceError: when the source's watermarks cannot be read.
+    """
     with ctx.timed("plan"):
-        plan = _plan(ctx, max_records)
+        plan = _plan(ctx, max_records, ctx.source.accept_gaps)
     if plan is not None:
         logger.info(
             "source %s batch %s: %d records in %d partitions", ctx.name, plan.batch_id, plan.records, len(plan.ranges)
@@ -71,36 +97,67 @@ def plan_batch(ctx: BatchContext, max_records: int | None = None) -> BatchPlan |
     return plan
 
 
-def _plan(ctx: BatchContext, max_records: int | None) -> BatchPlan | None:
+def _plan(ctx: BatchContext, max_records: int | None, accept: GapAcceptance) -> BatchPlan | None:
     # the quarantine states are read by Spark while the ledger is read by pyiceberg (the first Spark catalog
     # call of a fresh driver is the slower of the two)
     states = BACKGROUND.submit(read_states, ctx.spark, ctx.name)
     ctx.ledger.ensure()
     committed, pending = ctx.ledger.last()
     quarantined = states.result()
+    start = committed.next_offsets if committed else {}
+    log_bounds = ctx.records.log_bounds
     if pending is not None:
         logger.warning("source %s: redoing interrupted batch %s", ctx.name, pending.batch_id)
+        planned_at = pending.recorded_at or datetime.now()
+        # the gaps the interrupted run accepted (its ledger rows say where it started), then the records its
+        # ranges lost since
+        earlier = planned_gaps(start, pending.ranges, pending.next_offsets) if log_bounds else []
+        redo = RangePlan(pending.ranges)
+        if log_bounds:
+            earliest, latest = ctx.records.watermarks()
+            redo = redo_ranges(pending.ranges, pending.next_offsets, earliest, latest, accept=accept, source=ctx.name)
+        gaps = _accepted(ctx, redo, accept)
         return BatchPlan(
             batch_id=pending.batch_id,
             seq=pending.seq,
-            ranges=pending.ranges,
-            next_offsets=pending.next_offsets,
+            ranges=redo.ranges,
+            next_offsets=redo.next_offsets(pending.next_offsets),
             redo=True,
             quarantined=quarantined,
-            planned_at=pending.recorded_at or datetime.now(),
+            planned_at=planned_at,
+            accepted_gaps=tuple(AcceptedGap(g, None, planned_at.astimezone(UTC)) for g in earlier) + gaps,
         )
     earliest, latest = ctx.records.watermarks()
-    start = committed.next_offsets if committed else {}
-    ranges = plan_ranges(start, earliest, latest, max_records)
-    if not ranges and not any(s.release is not None for s in quarantined.values()):
+    wanted = plan_ranges(start, earliest, latest, max_records, accept=accept, log_bounds=log_bounds, source=ctx.name)
+    ranges = wanted.ranges
+    if not ranges and not wanted.gaps and not any(s.release is not None for s in quarantined.values()):
         return None
+    gaps = _accepted(ctx, wanted, accept)
     batch_id = ctx.ledger.new_batch_id()
     seq = (committed.seq + 1) if committed else 1
-    next_offsets = {**(committed.next_offsets if committed else {}), **end_offsets(ranges)}
+    next_offsets = wanted.next_offsets(start)
     # committed in the background while the batch is read and decoded (read-only): it is waited for
     # before the first table commit, and before the error of a failed decoding is raised
     planned = BACKGROUND.submit(ctx.ledger.append, BatchRecord(ctx.name, batch_id, seq, PLANNED, ranges, next_offsets))
-    return BatchPlan(batch_id, seq, ranges, next_offsets, False, quarantined, latest=latest, planned=planned)
+    return BatchPlan(
+        batch_id, seq, ranges, next_offsets, False, quarantined, latest=latest, planned=planned, accepted_gaps=gaps
+    )
+
+
+def _accepted(ctx: BatchContext, planned: RangePlan, accept: GapAcceptance) -> tuple[AcceptedGap, ...]:
+    """The gaps ``planned`` accepted, each logged as a warning, with who accepted them and now."""
+    by = accept.accepted_by
+    now = datetime.now(UTC)
+    for gap in planned.gaps:
+        logger.warning(
+            "source %s: gap accepted by %s (--accept-gap %s): %s; continuing at offset %d",
+            ctx.name,
+            by,
+            gap.acceptance,
+            gap.describe(),
+            gap.log_start,
+        )
+    return tuple(AcceptedGap(g, by, now) for g in planned.gaps)
 
 
 def wait_planned(plan: BatchPlan) -> BatchPlan:

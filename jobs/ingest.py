@@ -1,11 +1,14 @@
 """spark-submit entry point: one ingestion batch of one connector spec into the lake.
 
     spark-submit --jars <.cache/jvm/spark/*.jar> jobs/ingest.py --spec postgres [--max-records N] \
-        [--lake DIR] [--summary-json PATH] [--lock-wait SECONDS] [--schema-source database|lake|FILE.json]
+        [--lake DIR] [--summary-json PATH] [--lock-wait SECONDS] [--schema-source database|lake|FILE.json] \
+        [--accept-gap TOPIC[:PARTITION] ...] [--accepted-by NAME]
 
 Parses arguments, builds the session, calls :func:`cdclake.ingest.runner.ingest_from_kafka`. When another run
 holds the source's lock past --lock-wait, the summary says ``"status": "source-busy"`` (exit status 0: the
-run did nothing, and that is not a failure).
+run did nothing, and that is not a failure). When Kafka no longer holds the offsets a topic-partition continues
+from (records deleted before they were ingested, a topic re-created), the job fails with
+:class:`~cdclake.exceptions.OffsetGapError` before reading anything; ``--accept-gap`` accepts the loss for one run.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 from cdclake.databases.schema_source import schema_source_for
 from cdclake.exceptions import SourceBusyError
 from cdclake.ingest.lock import DEFAULT_WAIT_S
+from cdclake.ingest.offsets import GapAcceptance
 from cdclake.ingest.runner import busy_summary, ingest_from_kafka
 from cdclake.lake import LakeConfig
 from cdclake.lake import rows as lake_rows
@@ -40,11 +44,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="column types of schema-less records: database, lake or a JSON file (default: the spec's "
         "converters.schema_source)",
     )
+    parser.add_argument(
+        "--accept-gap",
+        action="append",
+        default=[],
+        metavar="TOPIC[:PARTITION]",
+        help="accept, for this run, that Kafka lost records of this topic-partition (or of every partition of "
+        "TOPIC) before they were ingested, or that the topic was re-created: start at the log start and record "
+        "the gap in the summary (accepted_gaps); repeatable",
+    )
+    parser.add_argument(
+        "--accepted-by", default=None, help="who accepts the gaps, as recorded with them (default: the current user)"
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    accept = GapAcceptance.parse(args.accept_gap, args.accepted_by)  # before Spark starts: a typo fails at once
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     spark = build_spark_session("cdclake-ingest", lake=LakeConfig.from_env(args.lake))
     wait = DEFAULT_WAIT_S if args.lock_wait is None else args.lock_wait
@@ -58,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             schema_source=partial(
                 schema_source_for, override=args.schema_source, catalog=lake_rows.session_catalog(spark)
             ),
+            accept_gaps=accept,
         ).as_dict()
     except SourceBusyError as exc:
         logging.getLogger("cdclake.jobs.ingest").warning("%s", exc)

@@ -2,7 +2,9 @@
 
 Exit status: 0 when every batch committed without dead letters (or nothing was new); :data:`EXIT_DEAD_LETTERS`
 (65) when a batch committed but dead-lettered records, unless ``--allow-dead-letters``; 75 when another run
-held the source's lock (:data:`cdclake.cli.main.EXIT_SOURCE_BUSY`); 1 on an error.
+held the source's lock (:data:`cdclake.cli.main.EXIT_SOURCE_BUSY`); 1 on an error, among them
+:class:`~cdclake.exceptions.OffsetGapError` (Kafka no longer holds offsets the source continues from; ``ingest
+--accept-gap TOPIC[:PARTITION]`` accepts the loss).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cdclake.ingest.lock import DEFAULT_WAIT_S
+from cdclake.ingest.offsets import GapAcceptance
 from cdclake.ingest.summary import describe_dead_letters
 from cdclake.lake import LakeConfig
 from cdclake.lake.audit import DEAD_LETTERS
@@ -107,6 +110,15 @@ def _exit_on_dead_letters(batches: list[dict[str, Any]], allow: bool) -> None:
         raise typer.Exit(EXIT_DEAD_LETTERS)
 
 
+def _report_gaps(summary: dict[str, Any]) -> None:
+    """The gaps in Kafka's logs the batch accepted (its summary's ``accepted_gaps``), as warnings."""
+    for gap in summary.get("accepted_gaps") or ():
+        console.print(
+            f"[bold yellow]accepted gap[/] (by {gap.get('accepted_by') or 'the interrupted run'}): {gap['detail']}",
+            highlight=False,
+        )
+
+
 def _schema_sources(spark, override: Optional[str]):  # type: ignore[no-untyped-def]  # noqa: UP045
     """The run's schema-source factory: ``--schema-source``, else the spec's ``converters.schema_source``."""
     from cdclake.databases.schema_source import schema_source_for
@@ -135,6 +147,19 @@ def ingest(
     lock_wait: float = LockWait,
     allow_dead_letters: bool = AllowDeadLetters,
     schema_source: Optional[str] = SchemaSourceOption,  # noqa: UP045
+    accept_gap: Optional[list[str]] = typer.Option(  # noqa: UP045
+        None,
+        "--accept-gap",
+        metavar="TOPIC[:PARTITION]",
+        help="Accept, for this run, that Kafka lost records of this topic-partition (or of every partition of "
+        "TOPIC) before they were ingested, or that the topic was re-created: the batch starts at the log start "
+        "and records the gap in its summary (accepted_gaps). Repeatable.",
+    ),
+    accepted_by: Optional[str] = typer.Option(  # noqa: UP045
+        None,
+        "--accepted-by",
+        help="Who accepts the gaps, as recorded with them (default: the user running the command).",
+    ),
 ) -> None:
     """Run one batch: the source's Kafka offsets recorded in the lake up to the current end, into Iceberg.
 
@@ -144,9 +169,15 @@ def ingest(
     Records that cannot be decoded go to lake.cdc_audit.dead_letters and the batch commits the rest; the
     command then exits with status 65 (listing the dead letters per topic and reason) unless
     --allow-dead-letters is given.
+
+    When Kafka no longer holds the offset a topic-partition continues from (records deleted by retention or
+    kafka-delete-records before they were ingested; a topic re-created or its log truncated), the run stops
+    before reading anything, names each topic-partition and the missing offsets, and exits with status 1.
+    Accept the loss explicitly with --accept-gap TOPIC:PARTITION (or TOPIC) for that run only.
     """
     from cdclake.ingest.runner import ingest_from_kafka
 
+    accept = GapAcceptance.parse(accept_gap or (), accepted_by)  # before Spark starts: a typo fails at once
     spark = _session(lake)
     summary = ingest_from_kafka(
         spark,
@@ -155,10 +186,12 @@ def ingest(
         max_records=max_records,
         lock_wait_s=lock_wait,
         schema_source=_schema_sources(spark, schema_source),
+        accept_gaps=accept,
     ).as_dict()
     if summary_json:
         summary_json.write_text(json.dumps(summary, indent=2, default=str))
     _report(summary, as_json)
+    _report_gaps(summary)
     _exit_on_dead_letters([summary], allow_dead_letters)
 
 

@@ -19,6 +19,7 @@ from cdclake.exceptions import ConfigError
 from cdclake.ingest.batch import run_batch
 from cdclake.ingest.config import SourceConfig
 from cdclake.ingest.lock import DEFAULT_WAIT_S, source_lock
+from cdclake.ingest.offsets import GapAcceptance
 from cdclake.ingest.sources import KafkaRecordSource, RecordSource, ReplayRecordSource, source_topic_patterns
 from cdclake.ingest.summary import SOURCE_BUSY, BatchSummary
 from cdclake.ingest.transactions import record_clock
@@ -38,19 +39,29 @@ def ingest_from_kafka(
     max_records: int | None = None,
     lock_wait_s: float = DEFAULT_WAIT_S,
     schema_source: SchemaSourceFactory | None = None,
+    accept_gaps: GapAcceptance | None = None,
 ) -> BatchSummary:
     """One batch of the connector spec ``spec`` (name or path) from Kafka, under the source's lock.
 
     ``schema_source`` builds the column types' source when the spec's value schemas are off (required then).
+    ``accept_gaps``: the gaps in Kafka's logs this run accepts (``--accept-gap``): those topic-partitions start at
+    their log start, and the summary records them (``accepted_gaps``).
 
     Raises:
         ConnectorSpecError: when the spec is invalid.
         ConfigError: when value schemas are off and the schema source cannot be built.
         RecordSourceError: when Kafka cannot be read.
+        OffsetGapError: when Kafka no longer holds the offsets a topic-partition continues from (records deleted
+            before they were ingested, a topic re-created or truncated) and ``accept_gaps`` does not cover it;
+            no batch is planned and nothing is read.
         SourceBusyError: when another run holds the source's lock for longer than ``lock_wait_s``.
     """
     loaded = load_spec(spec)
-    source = SourceConfig.from_spec(loaded, schema_source=_schema_source(loaded, loaded.topic_prefix, schema_source))
+    source = SourceConfig.from_spec(
+        loaded,
+        schema_source=_schema_source(loaded, loaded.topic_prefix, schema_source),
+        accept_gaps=accept_gaps,
+    )
     servers = bootstrap or loaded.kafka_bootstrap_servers
     records = KafkaRecordSource(servers, source_topic_patterns(source.topic_prefix))
     with _closing(source.schema_source), source_lock(lake_rows.session_catalog(spark), source.name, wait_s=lock_wait_s):

@@ -10,10 +10,11 @@ Params (JSON-schema validated):
 | `source` | connector spec name (`postgres`, `mariadb`, ...) |
 | `tables` | data collections (`inventory.customers`) or unambiguous bare names (`customers`) |
 | `type` | `incremental` (default; chunked, runs beside streaming) or `blocking` |
-| `filter` | optional: a WHERE condition (incremental) or a full SELECT (blocking, one table) |
+| `filter` | optional: a WHERE condition over the tables' columns (incremental) or `SELECT * FROM <table> WHERE ...` (blocking, one table); no subquery, other table or unlisted function (docs/connectors.md) |
 | `verify` | run one ingest batch and compare source and lake row counts (default true) |
 
-1. **plan**: checks the tables belong to the spec and builds the signal's fields.
+1. **plan**: checks the tables belong to the spec, parses the filter in the source's SQL dialect and builds
+   the signal's fields.
 2. **send_signal**: inserts an `execute-snapshot` signal into the spec's signal table.
 3. **wait_snapshot** (deferrable): waits for the snapshot's COMPLETED notification on
    `<prefix>.notifications`; fails on ABORTED.
@@ -56,7 +57,11 @@ SIGNAL = "ti.xcom_pull(task_ids='send_signal')"
             type="array", items={"type": "string", "minLength": 1}, minItems=1, description="Tables to snapshot."
         ),
         "type": Param("incremental", type="string", enum=["incremental", "blocking"]),
-        "filter": Param(None, type=["null", "string"], description="WHERE condition, or SELECT for blocking."),
+        "filter": Param(
+            None,
+            type=["null", "string"],
+            description="WHERE condition, or SELECT * FROM <table> WHERE ... for blocking.",
+        ),
         "verify": Param(True, type="boolean", description="Ingest one batch and compare row counts."),
     },
 )

@@ -157,11 +157,16 @@ def test_snapshot_request_resolves_tables_and_filters() -> None:
         "data_collections": ["inventory.customers", "inventory.orders"],
         "snapshot_type": "incremental",
         "additional_conditions": [
-            {"data-collection": "inventory.customers", "filter": "region = 'EU'"},
-            {"data-collection": "inventory.orders", "filter": "region = 'EU'"},
+            {"data-collection": "inventory.customers", "filter": "\"region\" = 'EU'"},
+            {"data-collection": "inventory.orders", "filter": "\"region\" = 'EU'"},
         ],
     }
     assert SnapshotRequest(PG, ["inventory.customers"], "BLOCKING", "").additional_conditions == []
+    blocking = SnapshotRequest(MARIA, ["orders"], "blocking", "select * from demo.orders where id < 5")
+    assert blocking.filters == {"demo.orders": "SELECT * FROM `demo`.`orders` WHERE `id` < 5"}
+    # MongoDB filters are not SQL: sent as given
+    mongo = SnapshotRequest(SPECS["mongodb"], ["orders"], "incremental", '{"status": "open"}')
+    assert mongo.additional_conditions == [{"data-collection": "demo.orders", "filter": '{"status": "open"}'}]
 
 
 @pytest.mark.parametrize(
@@ -171,6 +176,8 @@ def test_snapshot_request_resolves_tables_and_filters() -> None:
         ([], "incremental", None, "non-empty list"),
         (["inventory.customers"], "full", None, "type must be one of incremental, blocking"),
         (["customers", "orders"], "blocking", "SELECT * FROM x", "exactly one table"),
+        (["orders"], "incremental", "id IN (SELECT usesysid FROM pg_shadow)", "orders: subqueries are not allowed"),
+        (["orders"], "blocking", "SELECT * FROM inventory.customers", "must select FROM inventory.orders"),
     ],
 )
 def test_snapshot_request_rejects(tables: list[str], kind: str, filter_: str | None, message: str) -> None:

@@ -17,15 +17,17 @@ from cdclake.databases import (
 )
 from cdclake.exceptions import ConfigError, NotInstalledError
 from cdclake.signals import (
+    ExecuteSnapshot,
     Signal,
+    checked_for_spec,
     kafka_signal_message,
     mongo_client,
     send_kafka_signal,
     send_mongo_signal,
     send_sql_signal,
     signal_insert,
-    validate_for_spec,
 )
+from cdclake_airflow.connections import connection_defined
 
 Channel = Literal["source", "kafka"]
 CHANNELS: tuple[Channel, ...] = ("source", "kafka")
@@ -40,6 +42,10 @@ class DebeziumSignalHook(BaseHook):
     ``mongo`` with pymongo if installed; ``schema`` holds the database, ``login``/``password`` a user allowed
     to INSERT into the signal table). The ``kafka`` channel produces to ``<prefix>-signal`` through the
     apache-kafka provider's producer hook.
+
+    Before sending, an ``execute-snapshot``'s filters are checked in the source's SQL dialect and regenerated
+    (:func:`cdclake.signals.checked_for_spec`), against the filtered tables' columns when the reader connection
+    ``<connection_id>_reader`` can read them (the signal writer may not see the tables).
 
     Args:
         spec: the connector spec.
@@ -116,22 +122,63 @@ class DebeziumSignalHook(BaseHook):
             return False, str(exc)
         return True, f"connected to {self.database_conn_id}"
 
+    def filter_columns(self, signal: Signal) -> dict[str, list[str]] | None:
+        """The columns of the tables an ``execute-snapshot`` filters, read through the reader connection
+        ``<connection_id>_reader``; None (with a warning) when there is no SQL filter to check or the columns
+        cannot be read (the connection is not defined, the driver is missing, the database cannot be reached).
+        A table the reader cannot see is left out, with a warning."""
+        if not isinstance(signal, ExecuteSnapshot) or not signal.additional_conditions:
+            return None
+        if self.spec.connector is ConnectorKind.MONGODB:
+            return None  # MongoDB filters are not SQL
+        conn_id = self.spec.reader_connection_id
+        if not connection_defined(conn_id):
+            self.log.warning(
+                "Connection %s is not defined: the snapshot filters' column names are not checked against the tables",
+                conn_id,
+            )
+            return None
+        columns: dict[str, list[str]] = {}
+        try:
+            with open_database(DebeziumSignalHook(self.spec, database_conn_id=conn_id).source_connection()) as db:
+                for cond in signal.additional_conditions:
+                    namespace, _, table = cond.data_collection.rpartition(".")
+                    names = db.columns(namespace, table)
+                    if names:
+                        columns[cond.data_collection] = names
+                    else:
+                        self.log.warning(
+                            "%s shows no column of %s: its filter's column names are not checked",
+                            conn_id,
+                            cond.data_collection,
+                        )
+        except Exception as exc:  # a best effort: the filters' other checks do not need the columns
+            self.log.warning("Cannot read the filtered tables' columns through %s (%s): not checked", conn_id, exc)
+            return None
+        return columns
+
     # ---- sending ---------------------------------------------------------------------------------
 
     def send(self, signal: Signal, channel: Channel = "source") -> int:
-        """Validate a signal against the spec and send it.
+        """Check a signal for the spec and send it: its collections must be tables of the spec, and an
+        ``execute-snapshot``'s filters are sent as regenerated in the source's dialect (:meth:`filter_columns`
+        gives their column check).
 
         Returns:
             The epoch-ms time just before sending (use it to match blocking-snapshot notifications).
 
         Raises:
-            SignalValidationError: when the signal names collections the spec does not capture.
+            SignalValidationError: when the signal names collections the spec does not capture, or a filter is
+                refused (the message names its table and why).
             SignalDeliveryError: when the insert or produce fails.
             ValueError: for an unknown channel.
         """
         if channel not in CHANNELS:
             raise ValueError(f"channel must be one of {', '.join(CHANNELS)}, got {channel!r}")
-        validate_for_spec(signal, self.spec)
+        signal = checked_for_spec(signal, self.spec)  # before any connection: a refused filter opens none
+        columns = self.filter_columns(signal)
+        if columns:
+            signal = checked_for_spec(signal, self.spec, columns)
         sent_at_ms = int(time.time() * 1000)
         self.log.info(
             "Sending %s signal %s to connector %s via %s", signal.type, signal.id, self.spec.connect_name, channel

@@ -21,7 +21,8 @@ class SendDebeziumSignalOperator(BaseOperator):
             ``resume-snapshot`` or ``log`` (templated).
         data_collections: tables (``schema.table`` ...) for execute/stop-snapshot (templated).
         snapshot_type: ``incremental`` or ``blocking`` (templated).
-        additional_conditions: ``[{"data-collection": ..., "filter": ...}]`` (templated).
+        additional_conditions: ``[{"data-collection": ..., "filter": ...}]`` (templated); a filter is parsed in
+            the source's dialect and sent as regenerated (:mod:`cdclake.signals.filters`).
         surrogate_key: surrogate key column for execute-snapshot (templated).
         message: text of a ``log`` signal (templated).
         signal_id: the signal id; default a new uuid4 (templated).
@@ -87,6 +88,7 @@ class SendDebeziumSignalOperator(BaseOperator):
         spec = load_spec(self.spec, self.spec_dir)
         signal = build_signal(
             self.signal_type,
+            connector=spec.connector,
             id=self.signal_id or None,
             data_collections=list(self.data_collections) if self.data_collections else None,
             snapshot_type=self.snapshot_type or None,

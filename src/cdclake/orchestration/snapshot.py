@@ -25,11 +25,14 @@ class SnapshotRequest:
             when they are unambiguous in the spec.
         snapshot_type: ``incremental`` or ``blocking``.
         filter: optional. Incremental: a WHERE condition applied to every table. Blocking: a full
-            ``SELECT``, so only one table may be given.
+            ``SELECT``, so only one table may be given. A SQL source's filter is parsed in its dialect for each
+            table (:func:`cdclake.signals.filters.check_filter`, without the columns, which the signal hook
+            checks when it can read them) and sent as regenerated; a MongoDB filter is sent as given.
 
     Raises:
         ValueError: on an empty or unknown table, an unknown type, or a blocking filter with several
-            tables. The message names the spec's tables.
+            tables (the message names the spec's tables); a refused filter is a ``SignalValidationError``
+            naming the table and why.
     """
 
     def __init__(
@@ -50,6 +53,7 @@ class SnapshotRequest:
         self.filter = filter.strip() if filter and filter.strip() else None
         if self.filter and kind == "blocking" and len(self.data_collections) > 1:
             raise ValueError("a blocking snapshot filter is a full SELECT; give exactly one table with it")
+        self.filters = self._checked_filters()
 
     @staticmethod
     def _resolve(spec: ConnectorSpec, table: str) -> str:
@@ -61,12 +65,21 @@ class SnapshotRequest:
             return matches[0]
         raise ValueError(f"spec {spec.name} does not capture {table!r}; its tables are {', '.join(spec.table_names)}")
 
+    def _checked_filters(self) -> dict[str, str]:
+        """Data collection -> its filter as sent (empty without filter)."""
+        if not self.filter:
+            return {}
+        from cdclake.signals.filters import check_filter, filter_dialect
+
+        dialect = filter_dialect(self.spec.connector)
+        if dialect is None:  # MongoDB: not SQL
+            return dict.fromkeys(self.data_collections, self.filter)
+        return {dc: check_filter(self.filter, dc, self.snapshot_type, dialect) for dc in self.data_collections}
+
     @property
     def additional_conditions(self) -> list[dict[str, str]]:
         """Debezium ``additional-conditions``: the filter for every requested table (empty without filter)."""
-        if not self.filter:
-            return []
-        return [{"data-collection": dc, "filter": self.filter} for dc in self.data_collections]
+        return [{"data-collection": dc, "filter": text} for dc, text in self.filters.items()]
 
     def signal_fields(self) -> dict[str, Any]:
         """Arguments of ``SendDebeziumSignalOperator`` (and what the DAG logs)."""

@@ -11,7 +11,12 @@ import pytest
 
 from cdclake.connect import ConnectorStatus, KafkaConnectClient
 from cdclake.connectors import load_spec
-from cdclake.exceptions import ConnectUnavailableError, NotInstalledError, SignalValidationError
+from cdclake.exceptions import (
+    ConnectUnavailableError,
+    NotInstalledError,
+    SignalValidationError,
+    SourceDatabaseError,
+)
 from cdclake.signals import PauseSnapshot, build_signal
 from cdclake_airflow.hooks.debezium_notification import DebeziumNotificationHook
 from cdclake_airflow.hooks.debezium_signal import DebeziumSignalHook
@@ -163,6 +168,108 @@ def test_signal_hook_rejects_unknown_collection_before_connecting() -> None:
     with mock.patch(GET_DB_CONNECTION_PATH) as get_db, pytest.raises(SignalValidationError, match="inventory.nope"):
         DebeziumSignalHook(spec).send(build_signal("execute-snapshot", data_collections=["inventory.nope"]))
     get_db.assert_not_called()
+
+
+OPEN_DATABASE_PATH = "cdclake_airflow.hooks.debezium_signal.open_database"
+READER_CONN = _conn(conn_type="postgres", host="127.0.0.1", port=5433, schema="demo", login="cdc_reader", password="r")
+
+
+class _Reader:
+    """A source database that shows some tables' columns."""
+
+    def __init__(self, columns: dict[str, list[str]]) -> None:
+        self.tables = columns
+
+    def __enter__(self) -> _Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def columns(self, namespace: str, table: str) -> list[str]:
+        return self.tables.get(f"{namespace}.{table}", [])
+
+
+def _filtered(filter_: str, snapshot_type: str = "incremental") -> Any:
+    return build_signal(
+        "execute-snapshot",
+        id="sig-f",
+        data_collections=["inventory.orders"],
+        snapshot_type=snapshot_type,
+        additional_conditions=[{"data-collection": "inventory.orders", "filter": filter_}],
+    )
+
+
+def _sent_filter(db: _DbConn) -> str:
+    [(_, params)] = db.cur.calls
+    return str(json.loads(params[2])["additional-conditions"][0]["filter"])
+
+
+def test_signal_hook_refuses_hostile_filter_before_connecting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_CDC_POSTGRES_READER", READER_CONN)
+    spec = load_spec("postgres", SPEC_DIR)
+    signal = _filtered("status = 'open'")
+    hostile = signal.model_copy(
+        update={"additional_conditions": (signal.additional_conditions[0].model_copy(update={"filter": "1=1; --"}),)}
+    )  # a model built around validation: the hook checks what it sends itself
+    with (
+        mock.patch(GET_DB_CONNECTION_PATH) as get_db,
+        mock.patch(OPEN_DATABASE_PATH) as open_db,
+        pytest.raises(SignalValidationError, match="filter of inventory.orders: comments are not allowed"),
+    ):
+        DebeziumSignalHook(spec).send(hostile)
+    get_db.assert_not_called()
+    open_db.assert_not_called()
+
+
+def test_signal_hook_checks_filter_columns_through_the_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_CDC_POSTGRES_READER", READER_CONN)
+    spec = load_spec("postgres", SPEC_DIR)
+    reader = _Reader({"inventory.orders": ["id", "status"]})
+    db = _DbConn()
+    with (
+        mock.patch(OPEN_DATABASE_PATH, return_value=reader) as open_db,
+        mock.patch(GET_DB_CONNECTION_PATH, return_value=db),
+    ):
+        DebeziumSignalHook(spec).send(_filtered("Status = 'open' OR id < 10"))
+        with pytest.raises(SignalValidationError, match="secret is not a column of inventory.orders"):
+            DebeziumSignalHook(spec).send(_filtered("SELECT * FROM inventory.orders WHERE secret > 0", "blocking"))
+    assert open_db.call_args.args[0].user == "cdc_reader"
+    assert _sent_filter(db) == '("status" = \'open\' OR "id" < 10)'
+
+
+def _warnings(log: mock.Mock) -> str:
+    return " ".join(call.args[0] % call.args[1:] for call in log.warning.call_args_list)
+
+
+def test_signal_hook_without_reader_checks_filters_without_columns() -> None:
+    spec = load_spec("postgres", SPEC_DIR)
+    db = _DbConn()
+    with (
+        mock.patch(OPEN_DATABASE_PATH) as open_db,
+        mock.patch(GET_DB_CONNECTION_PATH, return_value=db),
+        mock.patch.object(DebeziumSignalHook, "log", new_callable=mock.PropertyMock) as log,
+    ):
+        DebeziumSignalHook(spec).send(_filtered("secret = 1"))
+    open_db.assert_not_called()
+    assert _sent_filter(db) == '"secret" = 1'
+    assert "Connection cdc_postgres_reader is not defined" in _warnings(log.return_value)
+
+
+def test_signal_hook_unreadable_columns_are_not_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_CDC_POSTGRES_READER", READER_CONN)
+    spec = load_spec("postgres", SPEC_DIR)
+    db = _DbConn()
+    with (
+        mock.patch(OPEN_DATABASE_PATH, side_effect=SourceDatabaseError("cannot connect")),
+        mock.patch(GET_DB_CONNECTION_PATH, return_value=db),
+        mock.patch.object(DebeziumSignalHook, "log", new_callable=mock.PropertyMock) as log,
+    ):
+        DebeziumSignalHook(spec).send(_filtered("secret = 1"))
+    assert _sent_filter(db) == '"secret" = 1'
+    assert "Cannot read the filtered tables' columns through cdc_postgres_reader (cannot connect)" in _warnings(
+        log.return_value
+    )
 
 
 def test_signal_hook_kafka_channel() -> None:

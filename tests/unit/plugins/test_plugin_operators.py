@@ -113,6 +113,8 @@ def test_send_signal_operator_returns_id_for_the_sensor() -> None:
         result = op.execute({})
     signal = send.call_args.args[0]
     assert (signal.id, signal.type, signal.data_collections) == ("sig-42", "execute-snapshot", ("inventory.orders",))
+    # parsed in the spec's dialect (PostgreSQL) and regenerated
+    assert signal.additional_conditions[0].filter == 'SELECT * FROM "inventory"."orders" WHERE "id" < 10'
     assert send.call_args.kwargs == {"channel": "source"}
     assert result == {
         "signal_id": "sig-42",

@@ -88,7 +88,7 @@ ALLOWED_CAST_TYPES: frozenset[exp.DataType.Type] = frozenset(
 SYSTEM_COLUMNS: dict[str, frozenset[str]] = {
     "postgres": frozenset({"ctid", "xmin", "xmax", "cmin", "cmax", "tableoid"}),
     "mysql": frozenset({"_rowid"}),
-    ANSI: frozenset({"rowid", "rowversion"}),
+    ANSI: frozenset({"rowid"}),
 }
 
 _CONDITIONS = (exp.Predicate, exp.And, exp.Or, exp.Not, exp.Boolean, exp.Escape)

@@ -24,7 +24,8 @@ What a filter may be:
 Refused anywhere: subqueries, table references, ``UNION``/``INTERSECT``/``EXCEPT``, more than one statement (any
 ``;``), comments, functions off the allowlist (``pg_read_file``, ``load_file``, ``sleep``, ``benchmark``...),
 placeholders and variables (``?``, ``$1``, ``@x``, ``@@version``), column names qualified by another table,
-system columns (PostgreSQL ``ctid``, ``xmin``...), and, when the table's columns are given, any other column.
+system columns (PostgreSQL ``ctid``, ``xmin``...), backslashes in PostgreSQL and Informix strings (whether they
+escape depends on the server's settings), and, when the table's columns are given, any other column.
 
 Dialects: PostgreSQL is parsed as ``postgres``, MySQL and MariaDB as ``mysql``. sqlglot has no Informix dialect:
 Informix filters are parsed as ANSI SQL (sqlglot's generic dialect) and must not quote identifiers (without
@@ -356,6 +357,12 @@ class _FilterChecker:
 
     def _check_node(self, node: exp.Expression) -> None:
         kind = type(node)
+        if kind is exp.Literal and node.is_string and "\\" in node.this and self.dialect != "mysql":
+            # PostgreSQL with standard_conforming_strings off (and Informix) may read \' as an escaped quote,
+            # ending the string somewhere else than the parser did.
+            raise self.refuse(
+                f"backslashes are not allowed in {self.dialect_name} strings ({_snippet(self._sql(node))})"
+            )
         if kind in _ALLOWED_NODES or kind in ALLOWED_FUNCTIONS:
             return
         if isinstance(node, exp.SetOperation):

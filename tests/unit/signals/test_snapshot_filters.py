@@ -79,6 +79,10 @@ def _refused(where: tuple[str, str], kind: str, text: str, columns: list[str] | 
         (PG, "id::regclass IS NOT NULL", "REGCLASS is not allowed"),
         (PG, "status = E'\\x27'", "is not allowed in a filter"),
         (PG, "id = ANY(ARRAY[1, 2])", "not allowed"),
+        # with standard_conforming_strings off, PostgreSQL would read \' as a quote inside the string
+        (PG, "status = 'a\\' OR id = ''", "backslashes are not allowed in PostgreSQL strings"),
+        (PG, "status LIKE 'a\\_%'", "backslashes are not allowed in PostgreSQL strings"),
+        (IFX, "status = 'a\\'", "backslashes are not allowed in ANSI strings"),
         (PG, "id", "a filter must be a condition"),
         (PG, "", "it is empty"),
         (PG, "status = = 'x'", "cannot be parsed as PostgreSQL SQL at line 1"),
@@ -177,6 +181,7 @@ def test_columns_must_be_the_tables(where: tuple[str, str], kind: str, text: str
         ),
         (MY, 'status = "open" OR amount DIV 2 = 1', "(`status` = 'open' OR `amount` DIV 2 = 1)"),
         (MY, "name = 'a\\' OR 1=1 -- '", "`name` = 'a'' OR 1=1 -- '"),  # one string literal
+        (MY, "name LIKE 'a\\_%' AND status = 'a\\\\b'", "`name` LIKE 'a\\\\_%' AND `status` = 'a\\\\b'"),
         (
             MY,
             "cast(amount as signed) > 3 and upper(trim(status)) <=> 'OPEN'",

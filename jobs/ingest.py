@@ -51,10 +51,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="TOPIC[:PARTITION]",
         help="accept, for this run, that Kafka lost records of this topic-partition (or of every partition of "
         "TOPIC) before they were ingested, or that the topic was re-created: start at the log start and record "
-        "the gap in the summary (accepted_gaps); repeatable",
+        "the gap in the summary (accepted_gaps); repeatable, or comma-separated (a blank value accepts nothing)",
     )
     parser.add_argument(
-        "--accepted-by", default=None, help="who accepts the gaps, as recorded with them (default: the current user)"
+        "--accepted-by",
+        default=None,
+        help="who accepts the gaps, as recorded with them (default, also when blank: the current user)",
     )
     return parser.parse_args(argv)
 

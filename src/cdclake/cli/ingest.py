@@ -153,7 +153,7 @@ def ingest(
         metavar="TOPIC[:PARTITION]",
         help="Accept, for this run, that Kafka lost records of this topic-partition (or of every partition of "
         "TOPIC) before they were ingested, or that the topic was re-created: the batch starts at the log start "
-        "and records the gap in its summary (accepted_gaps). Repeatable.",
+        "and records the gap in its summary (accepted_gaps). Repeatable, or comma-separated.",
     ),
     accepted_by: Optional[str] = typer.Option(  # noqa: UP045
         None,

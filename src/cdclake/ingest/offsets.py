@@ -143,17 +143,21 @@ class GapAcceptance:
 
     @classmethod
     def parse(cls, values: Iterable[str], accepted_by: str | None = None) -> GapAcceptance:
-        """The acceptance of ``--accept-gap`` values: ``TOPIC:PARTITION`` or ``TOPIC`` (every partition).
+        """The acceptance of ``--accept-gap`` values: ``TOPIC:PARTITION`` or ``TOPIC`` (every partition), each
+        value possibly several of them separated by commas (a topic name has none); blank ones accept nothing
+        (what a template renders for an empty list).
 
-        ``accepted_by`` defaults to the user running the process when any value is given.
+        ``accepted_by`` defaults to the user running the process when any gap is accepted.
 
         Raises:
             ConfigError: when a value is neither (names the value).
         """
         topics: set[str] = set()
         partitions: set[TopicPartition] = set()
-        for value in values:
-            topic, sep, partition = value.strip().rpartition(":")
+        for value in (v.strip() for given in values for v in given.split(",")):
+            if not value:
+                continue
+            topic, sep, partition = value.rpartition(":")
             if not sep:
                 topic, partition = partition, ""
             if not _TOPIC_NAME.fullmatch(topic) or (sep and not partition.isdigit()):

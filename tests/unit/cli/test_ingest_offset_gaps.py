@@ -163,6 +163,23 @@ def test_the_spark_job_passes_accept_gap_to_the_runner(
     capsys.readouterr()
 
 
+def test_the_spark_job_takes_comma_separated_and_blank_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    # what the ingest DAG renders from a list Param: one comma-separated value, blank for an empty list
+    job = _job()
+    seen: list[GapAcceptance] = []
+
+    def ingest(spark: Any, spec: str, **kwargs: Any) -> BatchSummary:
+        seen.append(kwargs["accept_gaps"])
+        return BatchSummary(source=spec, batch_id=None, status="no-new-records")
+
+    monkeypatch.setattr(job, "build_spark_session", lambda *a, **k: SimpleNamespace(stop=lambda: None))
+    monkeypatch.setattr(job, "lake_rows", SimpleNamespace(session_catalog=lambda spark: None))
+    monkeypatch.setattr(job, "ingest_from_kafka", ingest)
+    assert job.main(["--spec", "postgres", "--accept-gap", f"{T}:0,pg.inventory.orders", "--accepted-by", "bob"]) == 0
+    assert job.main(["--spec", "postgres", "--accept-gap", "", "--accepted-by", ""]) == 0
+    assert seen == [GapAcceptance(frozenset({"pg.inventory.orders"}), frozenset({(T, 0)}), "bob"), GapAcceptance()]
+
+
 def test_the_spark_job_fails_on_a_gap(monkeypatch: pytest.MonkeyPatch) -> None:
     from cdclake.exceptions import OffsetGapError
 

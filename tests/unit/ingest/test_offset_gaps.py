@@ -160,15 +160,18 @@ def test_records_in_files_are_not_log_bounds() -> None:
     [
         ([f"{T}:0"], set(), {(T, 0)}),
         ([T, f"{U}:3", f" {U}:12 "], {T}, {(U, 3), (U, 12)}),
+        ([f"{T}:0, {U}", ""], {U}, {(T, 0)}),  # comma-separated; blank values accept nothing
+        ([",", " "], set(), set()),
         (["db-1.inv_x.T-2:0"], set(), {("db-1.inv_x.T-2", 0)}),
     ],
 )
 def test_accept_gap_values(values: list[str], topics: set[str], partitions: set[tuple[str, int]]) -> None:
     accept = GapAcceptance.parse(values, accepted_by="alice")
-    assert (accept.topics, accept.partitions, accept.accepted_by) == (topics, partitions, "alice")
+    assert (accept.topics, accept.partitions) == (topics, partitions)
+    assert accept.accepted_by == ("alice" if accept else None)
 
 
-@pytest.mark.parametrize("value", ["", f"{T}:", f"{T}:x", f"{T}:-1", f"a:b:{T}:0", "my app:0", ":0"])
+@pytest.mark.parametrize("value", [f"{T}:", f"{T}:x", f"{T}:-1", f"a:b:{T}:0", "my app:0", ":0", f"{T};{U}"])
 def test_an_accept_gap_value_that_is_no_topic_partition_is_a_config_error(value: str) -> None:
     with pytest.raises(ConfigError, match="expected TOPIC:PARTITION"):
         GapAcceptance.parse([value])

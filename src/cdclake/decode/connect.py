@@ -54,7 +54,10 @@ class TypePlan:
 _INT_KINDS = ("int8", "int16", "int32")
 
 _PRIMITIVES: dict[str, tuple[T.DataType, Codec]] = {
-    **{kind: (T.IntegerType(), {"type": "integral", "wire": "int", "as": "int"}) for kind in _INT_KINDS},
+    **{
+        kind: (T.IntegerType(), {"type": "integral", "wire": "int", "as": "int", "bits": int(kind[3:])})
+        for kind in _INT_KINDS
+    },
     "int64": (T.LongType(), {"type": "integral", "wire": "long", "as": "long"}),
     "float32": (T.FloatType(), {"type": "float"}),
     "float64": (T.DoubleType(), {"type": "double"}),

@@ -45,6 +45,17 @@ def _record_value(meta: MetaColumn) -> Column:
     return F.col(str(meta.source))
 
 
+def _header_check(reason: Column) -> Column:
+    """``invalid_header`` for an otherwise usable record whose Debezium key headers (a primary key change's
+    ``__debezium.oldkey``/``__debezium.newkey``) are not JSON; other headers are not read, so not checked."""
+    bad = F.lit(False)
+    for name in (f.HEADER_OLD_KEY, f.HEADER_NEW_KEY):
+        index = F.array_position(F.col("headers.key"), F.lit(name))
+        text = F.get(F.col("headers.value"), (index - F.lit(1)).cast("int")).cast("string")
+        bad = bad | F.coalesce((index > F.lit(0)) & F.try_parse_json(text).isNull(), F.lit(False))
+    return F.when(reason.isNull() & bad, F.lit("invalid_header")).otherwise(reason)
+
+
 def data_plan(dt: DataTopic, options: DecodeOptions, sampled: bool) -> tuple[dict[str, Any], T.StructType]:
     """The envelope decoder's plan of a data topic and the struct it returns (see :mod:`cdclake.decode.jvm`)."""
     dialect, plan = dt.dialect, dt.plan
@@ -63,6 +74,10 @@ def data_plan(dt: DataTopic, options: DecodeOptions, sampled: bool) -> tuple[dic
         "include_before": options.include_before,
         "columns": [] if plan is None else plan.codecs(placeholders=dialect.has_unavailable_placeholder),
         "outputs": outputs,
+        "identity": dict(dt.identity),
+        "key_columns": [] if dialect.document_store else list(dt.key_columns),
+        "keyed": dt.keyed,
+        "max_record_bytes": options.max_record_bytes,
     }
     relational = plan is not None and not dialect.document_store
     return decoder, output_type(
@@ -95,7 +110,11 @@ def decode_data_topic(recs: DataFrame, dt: DataTopic, options: DecodeOptions, sa
     def out(name: str) -> Column:
         return d.getField(name)
 
-    reason = out("reason")
+    reason = _header_check(out("reason"))
+    if dt.dead_hashes:  # schema versions discovery refused (see cdclake.decode.envelope_checks)
+        fingerprint = F.xxhash64(schema_text(F.col("value")))
+        for hashed, why in sorted(dt.dead_hashes.items()):
+            reason = F.when(F.col("value").isNotNull() & (fingerprint == F.lit(hashed)), F.lit(why)).otherwise(reason)
     if decoder["check_sampled"]:
         reason = F.when(
             out("unsampled"),

@@ -12,8 +12,9 @@ from pyspark.sql import types as T
 from cdclake.debezium import fields as f
 from cdclake.decode.classification import Unwrapped, classify, infer_connector, unwrap
 from cdclake.decode.connect import RowPlan, merge_fields, plan_row, plan_type
+from cdclake.decode.envelope_checks import sample_contradicts, schema_problem, source_identity, topic_identity
 from cdclake.decode.options import DecodeOptions, TableId
-from cdclake.decode.topics import DiscoveredTopic
+from cdclake.decode.topics import DiscoveredTopic, SchemaGroup
 from cdclake.dialects import Dialect, get_dialect
 from cdclake.exceptions import ConnectSchemaError, UnsupportedDialectError
 
@@ -35,6 +36,9 @@ class DataTopic:
     cuts: dict[tuple[str, int], int] = field(default_factory=dict)
     cut_reason: str | None = None
     prefixes: tuple[str, ...] = ()  # sampled schema texts + delimiter: the decoder skips them (see cdclake.decode.jvm)
+    identity: dict[str, str] = field(default_factory=dict)  # source fields naming the table: others are foreign
+    dead_hashes: dict[int, str] = field(default_factory=dict)  # schema versions whose records are dead letters
+    keyed: bool = False  # the topic's records have Kafka keys: a record without one is a dead letter
 
 
 class _NoSchema(Exception):
@@ -79,7 +83,16 @@ def plan_data_topic(topic: DiscoveredTopic, unwrapped: list[Unwrapped], options:
         ConnectSchemaError: a Connect schema cannot be planned.
         _NoSchema: the records carry no schema and the schema source has none.
     """
-    payloads = [p for p, _ in unwrapped if p is not None and classify(topic.name, p) == "data"]
+    group_payloads = {
+        index: [unwrap(sample, options.value_schemas_enabled)[0] for sample in group.samples]
+        for index, group in enumerate(topic.groups)
+    }
+    identity = topic_identity(topic.groups, group_payloads)
+    payloads = [
+        p
+        for p, _ in unwrapped
+        if p is not None and classify(topic.name, p) == "data" and source_identity(p) in (identity, None)
+    ]
     source = next((p[f.SOURCE] for p in payloads if isinstance(p.get(f.SOURCE), dict)), {})
     dialect = get_dialect(infer_connector(source))
     server = source.get(f.SRC_NAME) or options.topic_prefix
@@ -93,9 +106,15 @@ def plan_data_topic(topic: DiscoveredTopic, unwrapped: list[Unwrapped], options:
         return DataTopic(topic.name, table_id, dialect, None, (f.MONGO_KEY_ID,), len(topic.groups), signal)
     versions: list[list[dict[str, Any]]] = []
     version_hashes: list[int | None] = []
+    dead_hashes: dict[int, str] = {}
     if options.value_schemas_enabled:
-        for group in topic.groups:  # oldest first
-            if group.schema_hash in version_hashes:
+        for index, group in enumerate(topic.groups):  # oldest first
+            if group.schema_hash in version_hashes or group.schema_hash in dead_hashes:
+                continue
+            reason = _version_problem(topic.name, group, group_payloads[index], identity)
+            if reason is not None:
+                if group.schema_hash is not None:
+                    dead_hashes[group.schema_hash] = reason
                 continue
             for sample in group.samples:
                 fields_ = _row_fields_from_schema(unwrap(sample, True)[1])
@@ -150,7 +169,34 @@ def plan_data_topic(topic: DiscoveredTopic, unwrapped: list[Unwrapped], options:
         cuts,
         cut_reason,
         tuple(topic.prefixes),
+        dict(identity[1]) if identity is not None else {},
+        dead_hashes,
+        key_sample is not None,
     )
+
+
+def _version_problem(
+    topic: str, group: SchemaGroup, payloads: list[Any], identity: tuple[Any, ...] | None
+) -> str | None:
+    """Why a schema version's records are dead letters (its schema is malformed, its sample contradicts it, or
+    they name another table than the topic's), or None. A foreign version is left to the decoder, which tells
+    each record's source block (``foreign_envelope``); it only must not shape the plan."""
+    for sample, payload in zip(group.samples, payloads, strict=False):
+        if isinstance(sample, dict) and (problem := schema_problem(sample.get(f.SCHEMA))):
+            logger.warning("topic %s: a schema version's records are dead letters (invalid_schema): %s", topic, problem)
+            return "invalid_schema"
+        if (problem := sample_contradicts(sample, True)) is not None:
+            logger.warning(
+                "topic %s: a schema version's records are dead letters (schema_mismatch): %s", topic, problem
+            )
+            return "schema_mismatch"
+        ident = source_identity(payload)
+        if identity is not None and ident is not None and ident != identity:
+            return _FOREIGN
+    return None
+
+
+_FOREIGN = "foreign_envelope"
 
 
 def first_incompatible_version(

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 
 from cdclake.debezium import fields as f
 from cdclake.decode.classification import classify, unwrap
+from cdclake.decode.envelope_checks import schema_problem
 from cdclake.decode.layout import schema_prefix, schema_prefix_text, schema_text
 from cdclake.decode.options import DecodeOptions
 from cdclake.decode.records import RecordSampler, normalise_records
@@ -97,7 +98,9 @@ def discover(
     if options.value_schemas_enabled:
         known = known_schemas(recs, sampler)
         schema_hash = fingerprint(value, known)
-    json_offset = F.when(value.startswith("{"), F.col("offset"))
+    # samples are parsed in the driver: never an oversized record (the decoder dead-letters it)
+    sampleable = value.startswith("{") & (F.octet_length(value) <= F.lit(options.max_record_bytes))
+    json_offset = F.when(sampleable, F.col("offset"))
     key_offset = F.when(F.col("key").isNotNull() & value.isNotNull(), F.col("offset"))
     rows = (
         recs.groupBy("topic", schema_hash.alias("schema_hash"), F.col("partition").alias("group_partition"))
@@ -206,7 +209,13 @@ def discover_sample(sampler: RecordSampler, options: DecodeOptions) -> dict[str,
     topics: dict[str, DiscoveredTopic] = {}
     for name, topic_rows in sorted(by_topic.items()):
         values = [r for r in topic_rows if r["value"] is not None]
-        parsed = {id(r): loads(r["value"]) for r in values}
+        parsed = {id(r): loads(r["value"]) if len(r["value"]) <= options.max_record_bytes else None for r in values}
+        if schemas and any(
+            schema_problem(schema)
+            for payload, schema in (unwrap(v, True) for v in parsed.values())
+            if payload is not None and classify(name, payload) == "data"
+        ):
+            return None  # a malformed schema version of a table: a pass tells its records apart (by fingerprint)
         if not name.startswith(f.HEARTBEAT_TOPIC_PREFIX):
             payloads = [unwrap(parsed[id(r)], schemas)[0] for r in values]
             if not any(p is not None and classify(name, p) for p in payloads):

@@ -69,7 +69,7 @@ def output_type(
 
 
 def decode_call(spark: SparkSession, plan: Mapping[str, Any], return_type: T.StructType) -> Column:
-    """The decoder of ``plan`` applied to the record columns ``value``, ``partition`` and ``offset``.
+    """The decoder of ``plan`` applied to the record columns ``value``, ``key``, ``partition`` and ``offset``.
 
     Raises:
         NotInstalledError: the decoder's jar is not on the session's classpath (``make jars``).
@@ -78,6 +78,7 @@ def decode_call(spark: SparkSession, plan: Mapping[str, Any], return_type: T.Str
     return F.call_function(
         register_decoder(spark, plan, return_type),
         F.col("value").cast("binary"),
+        F.col("key").cast("binary"),
         F.col("partition").cast("int"),
         F.col("offset").cast("long"),
     )

@@ -30,6 +30,10 @@ class TableId(FrozenModel):
         return ".".join(p for p in (self.server, self.namespace, self.table) if p)
 
 
+#: Default of :attr:`DecodeOptions.max_record_bytes`: 64 MiB.
+DEFAULT_MAX_RECORD_BYTES = 64 * 1024 * 1024
+
+
 class DecodeOptions(FrozenModel):
     """How records were serialised and what to skip.
 
@@ -44,6 +48,9 @@ class DecodeOptions(FrozenModel):
         include_before: add the decoded ``_cdc_before`` struct to table rows.
         include_key: add the record's raw key text as ``_cdc_key`` (append-mode tables store it; it is most of
             a decoded row's size with key schemas on, so the ingestion job leaves it out when no table keeps it).
+        max_record_bytes: a record value longer than this is an ``oversized_record`` dead letter, and never
+            parsed (default :data:`DEFAULT_MAX_RECORD_BYTES`; Kafka's own limit, ``message.max.bytes``, is 1 MiB
+            unless raised).
     """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
@@ -57,3 +64,4 @@ class DecodeOptions(FrozenModel):
     signal_tables: frozenset[str] = frozenset()
     include_before: bool = True
     include_key: bool = True
+    max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, gt=0)

@@ -37,6 +37,7 @@ def decode_schema_changes(recs: DataFrame, topics: dict[str, Dialect | None], op
             "schemas": options.value_schemas_enabled,
             "prefixes": [],
             "outputs": list(_SCHEMA_CHANGE_OUTPUTS),
+            "max_record_bytes": options.max_record_bytes,
         }
         frame = recs.where(F.col("topic") == F.lit(topic)) if topic is not None else recs.where(F.lit(False))
         decoded.append(frame.select("*", decode_call(recs.sparkSession, decoder, return_type).alias("_d")))

@@ -55,8 +55,9 @@ class DiscoveredTopic:
 
 
 def loads(text: str | None) -> Any:
-    """The JSON value of a record's text, or None when it is empty or not JSON."""
+    """The JSON value of a record's text, or None when it is empty, not JSON, or nested too deep for Python's
+    parser (never raises: a record the decoder dead-letters must not stop discovery)."""
     try:
         return json.loads(text) if text else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return None

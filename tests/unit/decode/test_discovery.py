@@ -83,7 +83,7 @@ def test_the_decoder_skips_a_known_schema_and_reads_the_payload_whole(spark: Spa
     texts = [
         prefix + payload(0, "p") + "}",  # offset 0: sampled
         prefix + payload(1, 'x,"payload":1') + "}",  # the delimiter again, inside a value
-        prefix + payload(2, "y") + ',"extra":{"a":[1]}}',  # a field after the payload: the full parse
+        prefix + payload(2, "y") + ',"extra":{"a":[1]}}',  # a field after the payload: the full parse refuses it
         '{"schema": ' + schema + ', "payload": ' + payload(3, "z") + "}",  # a layout not sampled
         '{"payload":' + payload(4, "w") + ',"schema":' + schema + "}",  # another key order
         prefix + payload(5, "v") + "}  \n",  # trailing whitespace
@@ -95,9 +95,10 @@ def test_the_decoder_skips_a_known_schema_and_reads_the_payload_whole(spark: Spa
     )
     (frame,) = batch.tables.values()
     assert sorted((r["id"], r["payload"], r["ü"]) for r in frame.collect()) == [
-        (0, "p", "é"), (1, 'x,"payload":1', "é"), (2, "y", "é"), (3, "z", "é"), (4, "w", "é"), (5, "v", "é"),
+        (0, "p", "é"), (1, 'x,"payload":1', "é"), (3, "z", "é"), (4, "w", "é"), (5, "v", "é"),
     ]  # fmt: skip
     assert sorted((r["offset"], r["reason"]) for r in batch.dead_letters.collect()) == [
+        (2, "malformed_envelope"),
         (6, "missing_payload"),
         (7, "invalid_json"),
     ]

@@ -61,7 +61,10 @@ abstract class Codec {
     boolean placeholder = spec.path("placeholder").asBoolean(false);
     switch (type) {
       case "integral":
-        return new Integral(spec.path("wire").asText("long").equals("int"), Integral.As.of(spec.path("as").asText("")));
+        return new Integral(
+            spec.path("wire").asText("long").equals("int"),
+            Integral.As.of(spec.path("as").asText("")),
+            spec.path("bits").asInt(64));
       case "float":
         return new Floating(false);
       case "double":
@@ -69,7 +72,7 @@ abstract class Codec {
       case "boolean":
         return new Bool();
       case "string":
-        return new Text(placeholder);
+        return new Text(placeholder, true);
       case "bytes":
         return new Bytes(placeholder);
       case "decimal":
@@ -81,7 +84,7 @@ abstract class Codec {
       case "zoned_timestamp":
         return new ZonedTimestamp();
       case "json_text":
-        return new Text(false);
+        return new Text(false, true);
       case "array":
         return new Array(of(spec.path("items")), placeholder);
       case "map":
@@ -112,10 +115,15 @@ abstract class Codec {
 
     private final boolean intWire;
     private final As as;
+    private final long min;
+    private final long max;
 
-    Integral(boolean intWire, As as) {
+    /** {@code bits}: the Connect type's width (8 for int8, 16 for int16); a wider value cannot be represented. */
+    Integral(boolean intWire, As as, int bits) {
       this.intWire = intWire;
       this.as = as;
+      this.min = bits >= 64 ? Long.MIN_VALUE : -(1L << (bits - 1));
+      this.max = bits >= 64 ? Long.MAX_VALUE : (1L << (bits - 1)) - 1;
     }
 
     @Override
@@ -131,6 +139,9 @@ abstract class Codec {
       }
       if (!convert) {
         return null;
+      }
+      if (v < min || v > max) {
+        return invalid(problems);
       }
       switch (as) {
         case INT:
@@ -225,13 +236,24 @@ abstract class Codec {
   /** Text of any JSON value (Spark's string reading: objects and arrays as compact JSON). */
   static final class Text extends Codec {
     private final boolean placeholder;
+    private final boolean strict;
 
+    /** Lenient text: any JSON value, rendered as Spark's reader would (the envelope's own fields). */
     Text(boolean placeholder) {
+      this(placeholder, false);
+    }
+
+    /** {@code strict}: a Connect STRING column, which JsonConverter always writes as a JSON string. */
+    Text(boolean placeholder, boolean strict) {
       this.placeholder = placeholder;
+      this.strict = strict;
     }
 
     @Override
     Object read(JsonParser p, JsonToken t, Problems problems, boolean convert) throws IOException {
+      if (strict && t != JsonToken.VALUE_STRING) {
+        return mismatch(p, problems);
+      }
       if (!convert) {
         p.skipChildren();
         return null;
@@ -344,7 +366,7 @@ abstract class Codec {
 
   /** {@code io.debezium.data.VariableScaleDecimal}: {@code {scale, value}} to exact plain text. */
   static final class VariableScaleDecimal extends Codec {
-    private static final Integral SCALE = new Integral(true, Integral.As.INT);
+    private static final Integral SCALE = new Integral(true, Integral.As.INT, 64);
 
     @Override
     Object read(JsonParser p, JsonToken t, Problems problems, boolean convert) throws IOException {
@@ -459,11 +481,16 @@ abstract class Codec {
     }
   }
 
-  /** A Connect struct: a JSON object to a Row of its fields (unknown fields skipped, missing ones null). */
+  /**
+   * A Connect struct: a JSON object to a Row of its fields (missing ones null; unknown fields skipped, and
+   * flagged {@link Problems#unknownField} when the struct is {@link #strict}).
+   */
   static final class Struct extends Codec {
     final String[] names;
     final Codec[] codecs;
     private final Map<String, Integer> index = new HashMap<>();
+    /** a field the plan does not know is a problem (a row image: its schema has no such column) */
+    boolean strict;
 
     Struct(String[] names, Codec[] codecs) {
       this.names = names;
@@ -507,6 +534,7 @@ abstract class Codec {
         } else {
           Integer found = index.get(name);
           if (found == null) {
+            problems.unknownField |= strict;
             p.skipChildren();
             continue;
           }

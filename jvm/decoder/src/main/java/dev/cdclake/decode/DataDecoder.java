@@ -20,7 +20,19 @@ import org.apache.spark.sql.RowFactory;
  * that does not start with a sampled schema text), {@code columns} ({@code name}, {@code codec}) and
  * {@code outputs} (names, in order; {@code data} stands for every column).
  *
- * <p>Reasons after the generic ones: {@code missing_op}, {@code unknown_op}, {@code unsupported_connector}.
+ * <p>Plan, for the checks of the envelope against its topic: {@code identity} (the topic's table: the source
+ * block's {@code db}, {@code schema}, {@code table} or {@code collection} the planner chose; a record naming
+ * another is a {@code foreign_envelope}), {@code key_columns} (the columns of the table's key) and
+ * {@code keyed} (every record of the topic has a Kafka key).
+ *
+ * <p>Reasons after the structural ones ({@link RecordDecoder#structuralReason}), in this order:
+ * {@code missing_source}, {@code invalid_source} (not an object), {@code unsupported_connector} (a connector
+ * the dialect does not decode), {@code foreign_envelope}, {@code missing_op}, {@code unknown_op},
+ * {@code type_mismatch}, {@code unknown_field} (a row image field the schema does not have),
+ * {@code missing_after} ({@code c}, {@code u} or {@code r} without an after-image), {@code missing_before}
+ * ({@code d} without a before-image), {@code missing_key_value} (a key column null in the image),
+ * {@code invalid_position} (see {@link Position#usable}), {@code missing_key} (a keyed topic's record without a
+ * key), {@code invalid_key} (a key that is not a JSON object).
  */
 final class DataDecoder extends RecordDecoder {
   private static final Set<String> OPS = Set.of("r", "c", "u", "d", "t", "m");
@@ -35,7 +47,7 @@ final class DataDecoder extends RecordDecoder {
         new Codec.Array(
             new Codec.Struct(
                 new String[] {"field", "size"},
-                new Codec[] {new Codec.Text(false), new Codec.Integral(true, Codec.Integral.As.INT)}),
+                new Codec[] {new Codec.Text(false), new Codec.Integral(true, Codec.Integral.As.INT, 64)}),
             false)
       });
 
@@ -48,6 +60,12 @@ final class DataDecoder extends RecordDecoder {
   private final boolean schemas;
   private final Codec.Struct row;
   private final String[] outputs;
+  /** expected source block values by {@link Source} slot (null: not checked) */
+  private final String[] identity = new String[Source.CHANGE_LSN + 1];
+  private final int[] keyColumns;
+  private final boolean keyed;
+  private boolean keyMissing;
+  private boolean keyInvalid;
 
   private final Source source = new Source();
   private final Object[] after;
@@ -83,6 +101,23 @@ final class DataDecoder extends RecordDecoder {
     this.checkSampled = plan.path("check_sampled").asBoolean(false);
     this.schemas = plan.path("schemas").asBoolean(false);
     this.row = Codec.Struct.of(plan.path("columns"));
+    this.row.strict = !document;
+    JsonNode id = plan.path("identity");
+    for (String name : new String[] {"db", "schema", "table", "collection"}) {
+      if (id.path(name).isTextual()) {
+        identity[slotOf(name)] = id.path(name).asText();
+      }
+    }
+    List<Integer> keys = new ArrayList<>();
+    for (JsonNode k : plan.path("key_columns")) {
+      for (int i = 0; i < row.size(); i++) {
+        if (row.names[i].equals(k.asText())) {
+          keys.add(i);
+        }
+      }
+    }
+    this.keyColumns = keys.stream().mapToInt(Integer::intValue).toArray();
+    this.keyed = plan.path("keyed").asBoolean(false);
     this.after = new Object[row.size()];
     this.before = new Object[row.size()];
     List<String> names = new ArrayList<>();
@@ -94,6 +129,37 @@ final class DataDecoder extends RecordDecoder {
       names.add(name);
     }
     this.outputs = names.toArray(new String[0]);
+  }
+
+  private static int slotOf(String name) {
+    switch (name) {
+      case "db":
+        return Source.DB;
+      case "schema":
+        return Source.SCHEMA;
+      case "table":
+        return Source.TABLE;
+      default:
+        return Source.COLLECTION;
+    }
+  }
+
+  @Override
+  void readKey(byte[] key) {
+    keyMissing = key == null;
+    keyInvalid = false;
+    if (key == null || !keyed) {
+      return;
+    }
+    try (JsonParser p = factory.createParser(key)) {
+      keyInvalid = p.nextToken() != JsonToken.START_OBJECT;
+      if (!keyInvalid) {
+        p.skipChildren();
+        keyInvalid = p.nextToken() != null;
+      }
+    } catch (IOException | RuntimeException e) {
+      keyInvalid = true;
+    }
   }
 
   private static final Set<String> KNOWN = Set.of(
@@ -139,7 +205,7 @@ final class DataDecoder extends RecordDecoder {
         }
         break;
       case "source":
-        source.read(p, v, problems);
+        source.read(p, v);
         break;
       case "op":
         op = Json.text(p, v);
@@ -226,9 +292,24 @@ final class DataDecoder extends RecordDecoder {
   }
 
   private String reason() {
-    String base = baseReason();
+    String base = structuralReason();
     if (base != null) {
       return base;
+    }
+    if (source.notObject) {
+      return "invalid_source";
+    }
+    if (!source.present) {
+      return "missing_source";
+    }
+    String connector = source.connector();
+    if (!connectors.contains(connector == null ? defaultConnector : connector)) {
+      return "unsupported_connector";
+    }
+    for (int slot = 0; slot < identity.length; slot++) {
+      if (identity[slot] != null && !identity[slot].equals(source.get(slot))) {
+        return "foreign_envelope";
+      }
     }
     if (op == null) {
       return "missing_op";
@@ -236,20 +317,50 @@ final class DataDecoder extends RecordDecoder {
     if (!OPS.contains(op)) {
       return "unknown_op";
     }
-    String connector = source.connector();
-    if (!connectors.contains(connector == null ? defaultConnector : connector)) {
-      return "unsupported_connector";
+    if (problems.mismatch) {
+      return "type_mismatch";
+    }
+    if (problems.unknownField) {
+      return "unknown_field";
+    }
+    boolean change = op.equals("c") || op.equals("u") || op.equals("r");
+    if (change && (document ? afterText == null && !op.equals("u") : !afterPresent)) {
+      return "missing_after";
+    }
+    if (op.equals("d") && !document && !beforePresent) {
+      return "missing_before";
+    }
+    if (!document && (change || op.equals("d")) && keyValueMissing(op.equals("d") ? before : after)) {
+      return "missing_key_value";
+    }
+    if (position != null && !position.usable(source)) {
+      return "invalid_position";
+    }
+    if (keyed && keyMissing) {
+      return "missing_key";
+    }
+    if (keyed && keyInvalid) {
+      return "invalid_key";
     }
     return null;
   }
 
+  private boolean keyValueMissing(Object[] image) {
+    for (int i : keyColumns) {
+      if (image[i] == null) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   @Override
   Object[] outputs(int partition, long offset) {
-    String reason = reason();
     boolean delete = "d".equals(op);
-    if (delete && reason == null && !document) {
+    if (delete && !document && structuralReason() == null && !problems.mismatch) {
       convertBefore();
     }
+    String reason = reason();
     Object[] image = delete ? before : after;
     boolean imagePresent = delete ? beforePresent : afterPresent;
     boolean[] placeholders = delete ? beforePlaceholders : afterPlaceholders;
@@ -338,7 +449,9 @@ final class DataDecoder extends RecordDecoder {
           out.add(problems.invalid);
           break;
         case "unsampled":
-          out.add(checkSampled && schemas && reason == null && !prefixMatched);
+          // any readable envelope of a schema version the sample did not show, whatever else is wrong with it:
+          // the batch is decoded again with discovery by a pass, which plans (or refuses) that version
+          out.add(checkSampled && schemas && !prefixMatched && structuralReason() == null);
           break;
         default:
           throw new AssertionError(name);

@@ -6,8 +6,13 @@ public final class Decoders {
 
   /** A record decoder: one per thread. */
   public interface Decoder {
-    /** The outputs of one record (null value: a tombstone), in the plan's order. */
-    Object[] decode(byte[] value, int partition, long offset);
+    /** The outputs of one record (null value: a tombstone; null key: none), in the plan's order. */
+    Object[] decode(byte[] value, byte[] key, int partition, long offset);
+
+    /** The outputs of one record without a key. */
+    default Object[] decode(byte[] value, int partition, long offset) {
+      return decode(value, null, partition, offset);
+    }
   }
 
   /**

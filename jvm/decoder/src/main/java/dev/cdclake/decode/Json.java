@@ -5,7 +5,6 @@ import com.fasterxml.jackson.core.JsonGenerator;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
-import com.fasterxml.jackson.core.json.JsonReadFeature;
 import com.fasterxml.jackson.core.util.BufferRecycler;
 import com.fasterxml.jackson.core.util.RecyclerPool;
 import java.io.ByteArrayOutputStream;
@@ -18,12 +17,12 @@ final class Json {
   /**
    * A factory for one thread. Its buffers are recycled through a pool of one (the decoder is used by one
    * task thread at a time): Jackson's default thread-local pool showed up as 13% of a decode profile.
-   * Standard JSON, plus the non-numeric numbers {@code NaN} / {@code Infinity} that Spark's reader accepts too;
-   * no limit on string length (TOASTed text and bytea can be large).
+   * Standard JSON only: Kafka Connect's JsonConverter writes NaN and the infinities as strings, so a bare
+   * {@code NaN} literal is a syntax error. No limit on string length (TOASTed text and bytea can be large; the
+   * plan's {@code max_record_bytes} bounds a record), nesting at most 1,000 deep.
    */
   static JsonFactory factory() {
     return JsonFactory.builder()
-        .enable(JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS)
         .streamReadConstraints(
             StreamReadConstraints.builder()
                 .maxStringLength(Integer.MAX_VALUE)

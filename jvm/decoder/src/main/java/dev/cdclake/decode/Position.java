@@ -10,6 +10,12 @@ import org.apache.spark.sql.types.Decimal;
 abstract class Position {
   abstract Decimal[] parts(Source s);
 
+  /**
+   * True when the source block gives this connector's position: every component the connector always sends is
+   * there and numeric (a record without one could not be ordered against the others).
+   */
+  abstract boolean usable(Source s);
+
   /** The rule a dialect names ({@code position_rule} in cdclake.dialects), or null for none. */
   static Position of(String rule) {
     if (rule == null) {
@@ -21,9 +27,9 @@ abstract class Position {
       case "binlog":
         return new Binlog();
       case "mongodb":
-        return new Pair(Source.TS_MS, Source.ORD);
+        return new Pair(Source.TS_MS, Source.ORD, false);
       case "informix":
-        return new Pair(Source.COMMIT_LSN, Source.CHANGE_LSN);
+        return new Pair(Source.COMMIT_LSN, Source.CHANGE_LSN, true);
       default:
         throw new IllegalArgumentException("decode plan: no position rule '" + rule + "'");
     }
@@ -56,6 +62,36 @@ abstract class Position {
       Decimal commit = coalesce(Numbers.positionNumber(first), seqLsn);
       return new Decimal[] {commit, seqLsn};
     }
+
+    /** {@code lsn} is a number, and {@code sequence}, when present, is a pair of numbers or nulls. */
+    @Override
+    boolean usable(Source s) {
+      if (Numbers.positionNumber(s.get(Source.LSN)) == null) {
+        return false;
+      }
+      String seq = s.get(Source.SEQUENCE);
+      if (seq == null) {
+        return true;
+      }
+      String t = seq.strip();
+      if (!t.startsWith("[") || !t.endsWith("]")) {
+        return false;
+      }
+      String[] items = t.substring(1, t.length() - 1).split(",", -1);
+      if (items.length != 2) {
+        return false;
+      }
+      for (String item : items) {
+        String v = item.strip();
+        if (v.length() >= 2 && v.startsWith("\"") && v.endsWith("\"")) {
+          v = v.substring(1, v.length() - 1);
+        }
+        if (!v.equals("null") && Numbers.positionNumber(v) == null) {
+          return false;
+        }
+      }
+      return true;
+    }
   }
 
   /** Binlog file number (the file name's numeric suffix), position, row. GTIDs are not used. */
@@ -75,21 +111,40 @@ abstract class Position {
         number, Numbers.positionNumber(s.get(Source.POS)), Numbers.positionNumber(s.get(Source.ROW))
       };
     }
+
+    /** The file name ends in a number and {@code pos} is a number ({@code row}, when present, too). */
+    @Override
+    boolean usable(Source s) {
+      Decimal[] p = parts(s);
+      return p[0] != null && p[1] != null && (s.get(Source.ROW) == null || p[2] != null);
+    }
   }
 
-  /** Two source fields as numbers (MongoDB: ts_ms, ord; Informix: commit_lsn, change_lsn). */
+  /**
+   * Two source fields as numbers (MongoDB: ts_ms, ord; Informix: commit_lsn, change_lsn, which a snapshot read
+   * does not have).
+   */
   static final class Pair extends Position {
     private final int major;
     private final int minor;
+    private final boolean minorOptional;
 
-    Pair(int major, int minor) {
+    Pair(int major, int minor, boolean minorOptional) {
       this.major = major;
       this.minor = minor;
+      this.minorOptional = minorOptional;
     }
 
     @Override
     Decimal[] parts(Source s) {
       return new Decimal[] {Numbers.positionNumber(s.get(major)), Numbers.positionNumber(s.get(minor))};
+    }
+
+    /** Both fields are numbers (the minor one may be absent when optional). */
+    @Override
+    boolean usable(Source s) {
+      Decimal[] p = parts(s);
+      return p[0] != null && (p[1] != null || (minorOptional && s.get(minor) == null));
     }
   }
 

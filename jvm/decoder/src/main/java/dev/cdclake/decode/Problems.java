@@ -11,9 +11,12 @@ package dev.cdclake.decode;
 final class Problems {
   boolean mismatch;
   boolean invalid;
+  /** a row image has a field its plan does not know: the record is an {@code unknown_field} dead letter */
+  boolean unknownField;
 
   void reset() {
     mismatch = false;
     invalid = false;
+    unknownField = false;
   }
 }

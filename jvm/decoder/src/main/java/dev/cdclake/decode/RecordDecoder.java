@@ -20,20 +20,31 @@ import java.util.List;
  * payload on: the schema is neither tokenized nor checked, it is known byte for byte.
  *
  * <p>Why a record is unusable is its {@code reason}, in this order: {@code tombstone} (null value),
- * {@code invalid_json}, {@code type_mismatch} (a value of the wrong JSON type for its column),
- * {@code missing_payload}, then the reasons of the kind of topic. A decoder never throws for a record: an
+ * {@code oversized_record} (longer than the plan's {@code max_record_bytes}), {@code invalid_utf8},
+ * {@code invalid_json} (a syntax error, an empty value, trailing content, nesting deeper than Jackson's limit,
+ * the non-numeric literals {@code NaN}/{@code Infinity}), {@code not_an_object} (the value or its payload is
+ * not a JSON object), {@code malformed_envelope} (with schemas on: a wrapper field other than one
+ * {@code schema} and one {@code payload}), {@code missing_schema} (schemas on, no schema), {@code missing_payload},
+ * then the reasons of the kind of topic ({@link #structuralReason}; {@link #baseReason} adds
+ * {@code type_mismatch}, a value of the wrong JSON type for its column). A decoder never throws for a record: an
  * unexpected failure is the reason {@code decoder_error: ...}.
  */
 abstract class RecordDecoder {
   static final String TOMBSTONE = "tombstone";
 
-  private final JsonFactory factory = Json.factory();
+  final JsonFactory factory = Json.factory();
   private final boolean schemas;
   private final byte[][] prefixes;
   final Problems problems = new Problems();
 
+  private final long maxBytes;
   private boolean tombstone;
+  private boolean oversized;
+  private boolean badUtf8;
   private boolean syntax;
+  private boolean notObject;
+  private boolean malformed;
+  private boolean schemaMissing;
   private RuntimeException error;
   /** the payload was null or absent */
   boolean payloadNull;
@@ -44,6 +55,7 @@ abstract class RecordDecoder {
 
   RecordDecoder(JsonNode plan) {
     this.schemas = plan.path("schemas").asBoolean(false);
+    this.maxBytes = plan.path("max_record_bytes").asLong(0);
     List<byte[]> texts = new ArrayList<>();
     for (JsonNode prefix : plan.path("prefixes")) {
       texts.add(prefix.asText().getBytes(StandardCharsets.UTF_8));
@@ -70,17 +82,26 @@ abstract class RecordDecoder {
     }
   }
 
-  /** The outputs of one record, in the plan's order. */
-  final Object[] decode(byte[] value, int partition, long offset) {
+  /** The outputs of one record, in the plan's order ({@code key}: the record's key, null when it has none). */
+  final Object[] decode(byte[] value, byte[] key, int partition, long offset) {
     reset();
     problems.reset();
     tombstone = value == null;
+    oversized = !tombstone && maxBytes > 0 && value.length > maxBytes;
+    badUtf8 = false;
     syntax = false;
+    notObject = false;
+    malformed = false;
+    schemaMissing = false;
     error = null;
     payloadNull = false;
     prefixMatched = false;
     record = value;
-    if (!tombstone) {
+    readKey(key);
+    if (!tombstone && !oversized) {
+      badUtf8 = !Utf8.valid(value);
+    }
+    if (!tombstone && !oversized && !badUtf8) {
       try {
         parse(value);
       } catch (IOException e) { // JsonParseException, and the stream constraints Jackson enforces
@@ -111,7 +132,8 @@ abstract class RecordDecoder {
         } else if (t == JsonToken.VALUE_NULL) {
           payloadNull = true;
         } else {
-          Codec.mismatch(p, problems);
+          notObject = true;
+          p.skipChildren();
         }
       } else {
         payload(p, t, 0);
@@ -150,26 +172,39 @@ abstract class RecordDecoder {
     reset();
     problems.reset();
     payloadNull = false;
+    notObject = false;
     return false;
   }
 
   /** The fields of the {schema, payload} wrapper after its opening brace, up to its closing brace. */
   private void wrapperRest(JsonParser p) throws IOException {
     JsonToken t;
+    int schemaFields = 0;
+    int payloadFields = 0;
+    boolean schemaNull = false;
     for (t = p.nextToken(); t == JsonToken.FIELD_NAME; t = p.nextToken()) {
-      boolean isPayload = "payload".equals(p.currentName());
+      String name = p.currentName();
       JsonToken v = p.nextToken();
-      if (isPayload) {
+      if ("payload".equals(name)) {
+        payloadFields++;
         reset();
         payloadNull = false;
         payload(p, v, 0);
       } else {
+        if ("schema".equals(name)) {
+          schemaFields++;
+          schemaNull = v == JsonToken.VALUE_NULL;
+        } else {
+          malformed = true;
+        }
         p.skipChildren();
       }
     }
     if (t != JsonToken.END_OBJECT) {
       syntax = true;
     }
+    malformed |= schemaFields > 1 || payloadFields > 1;
+    schemaMissing = schemaFields == 0 || schemaNull;
   }
 
   private int matchedPrefix(byte[] v) {
@@ -192,7 +227,8 @@ abstract class RecordDecoder {
       return;
     }
     if (t != JsonToken.START_OBJECT) {
-      Codec.mismatch(p, problems);
+      notObject = true;
+      p.skipChildren();
       return;
     }
     for (JsonToken f = p.nextToken(); f == JsonToken.FIELD_NAME; f = p.nextToken()) {
@@ -214,10 +250,19 @@ abstract class RecordDecoder {
     return factory.createParser(record, from, to - from);
   }
 
-  /** The generic reason, or null when the envelope itself is readable and present. */
-  final String baseReason() {
+  /** Reads what the decoder checks of the record's key (nothing by default). */
+  void readKey(byte[] key) {}
+
+  /** The reason the record's shape makes it unusable, or null when its envelope is readable and present. */
+  final String structuralReason() {
     if (tombstone) {
       return TOMBSTONE;
+    }
+    if (oversized) {
+      return "oversized_record";
+    }
+    if (badUtf8) {
+      return "invalid_utf8";
     }
     if (syntax) {
       return "invalid_json";
@@ -225,12 +270,27 @@ abstract class RecordDecoder {
     if (error != null) {
       return "decoder_error: " + error;
     }
-    if (problems.mismatch) {
-      return "type_mismatch";
+    if (notObject) {
+      return "not_an_object";
+    }
+    if (malformed) {
+      return "malformed_envelope";
+    }
+    if (schemaMissing) {
+      return "missing_schema";
     }
     if (payloadNull) {
       return "missing_payload";
     }
     return null;
+  }
+
+  /** {@link #structuralReason}, then {@code type_mismatch}. */
+  final String baseReason() {
+    String structural = structuralReason();
+    if (structural != null) {
+      return structural;
+    }
+    return problems.mismatch ? "type_mismatch" : null;
   }
 }

@@ -55,7 +55,7 @@ final class SchemaChangeDecoder extends RecordDecoder {
   void field(String name, JsonParser p, JsonToken v, int start) throws IOException {
     switch (name) {
       case "source":
-        source.read(p, v, problems);
+        source.read(p, v);
         break;
       case "ts_ms":
         tsMs = Json.text(p, v);

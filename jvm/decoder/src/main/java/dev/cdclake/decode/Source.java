@@ -29,6 +29,10 @@ final class Source {
   private static final int SLOTS = 18;
 
   final String[] values = new String[SLOTS];
+  /** the block was an object */
+  boolean present;
+  /** the block was neither an object nor null */
+  boolean notObject;
 
   private static int slot(String name) {
     switch (name) {
@@ -75,21 +79,25 @@ final class Source {
 
   void reset() {
     Arrays.fill(values, null);
+    present = false;
+    notObject = false;
   }
 
   String get(int slot) {
     return values[slot];
   }
 
-  /** Reads the block at the current token (an object, or null). */
-  void read(JsonParser p, JsonToken t, Problems problems) throws IOException {
+  /** Reads the block at the current token (an object, or null; anything else sets {@link #notObject}). */
+  void read(JsonParser p, JsonToken t) throws IOException {
     if (t == JsonToken.VALUE_NULL) {
       return;
     }
     if (t != JsonToken.START_OBJECT) {
-      Codec.mismatch(p, problems);
+      notObject = true;
+      p.skipChildren();
       return;
     }
+    present = true;
     for (JsonToken f = p.nextToken(); f == JsonToken.FIELD_NAME; f = p.nextToken()) {
       int slot = slot(p.currentName());
       JsonToken v = p.nextToken();

@@ -97,16 +97,63 @@ class DecodersTest {
     assertEquals("invalid_json", reason(plan, "{\"op\":"));
     assertEquals("invalid_json", reason(plan, ""));
     assertEquals("invalid_json", reason(plan, event("c", "null", "{\"id\":1}") + " x"));
+    assertEquals("invalid_json", reason(plan, event("c", "null", "{\"id\":1,\"amount\":NaN}")));
+    assertEquals("invalid_json", reason(plan, "[".repeat(20_000) + "]".repeat(20_000)));
     assertEquals("type_mismatch", reason(plan, event("c", "null", "{\"id\":\"abc\"}")));
     assertEquals("type_mismatch", reason(plan, event("c", "null", "{\"id\":3000000000}")));
-    assertEquals("type_mismatch", reason(plan, "[1,2]"));
+    assertEquals("not_an_object", reason(plan, "[1,2]"));
+    assertEquals("not_an_object", reason(plan, "42"));
     assertEquals("missing_payload", reason(plan, "null"));
-    assertEquals("missing_op", reason(plan, "{\"after\":{\"id\":1}}"));
+    assertEquals("missing_source", reason(plan, "{\"after\":{\"id\":1}}"));
+    assertEquals("missing_op", reason(plan, "{\"after\":{\"id\":1},\"source\":{\"lsn\":1}}"));
     assertEquals("unknown_op", reason(plan, event("x", "null", "{\"id\":1}")));
     assertEquals("unsupported_connector", reason(plan, "{\"op\":\"c\",\"source\":{\"connector\":\"oracle\"}}"));
+    assertEquals("invalid_source", reason(plan, "{\"op\":\"c\",\"after\":{\"id\":1},\"source\":\"pg\"}"));
+    assertEquals("unknown_field", reason(plan, event("c", "null", "{\"id\":1,\"extra\":2}")));
+    assertEquals("missing_after", reason(plan, event("c", "null", "null")));
+    assertEquals("missing_after", reason(plan, event("u", "null", "null")));
+    assertEquals("missing_before", reason(plan, event("d", "null", "null")));
+    assertNull(reason(plan, event("d", "{\"id\":1}", "null")));
+    assertEquals("invalid_position", reason(plan, event("c", "null", "{\"id\":1}").replace("\"lsn\":120", "\"lsn\":\"x\"")));
+    assertEquals("invalid_position", reason(plan, event("c", "null", "{\"id\":1}").replace("\\\"100\\\"", "\\\"zz\\\"")));
     List<Object> wide = decode(plan, event("c", "null", "{\"id\":1,\"amount\":\"AYag\"}"));
     assertNull(wide.get(6));
     assertEquals(true, wide.get(7)); // 1000.00 does not fit decimal(5,2)
+  }
+
+  @Test
+  void recordsAreCheckedAgainstTheirTopic() {
+    String plan = plan(false, false).replace("\"kind\":\"data\",",
+        "\"kind\":\"data\",\"identity\":{\"table\":\"t\"},\"key_columns\":[\"id\"],\"keyed\":true,"
+            + "\"max_record_bytes\":4096,");
+    String good = event("c", "null", "{\"id\":1}").replace("\"lsn\":120", "\"lsn\":120,\"table\":\"t\"");
+    byte[] key = "{\"id\":1}".getBytes(StandardCharsets.UTF_8);
+    Decoders.Decoder d = Decoders.of(plan);
+    assertNull(d.decode(good.getBytes(StandardCharsets.UTF_8), key, 0, 1L)[6]);
+    assertEquals("missing_key", d.decode(good.getBytes(StandardCharsets.UTF_8), null, 0, 1L)[6]);
+    assertEquals("invalid_key", d.decode(good.getBytes(StandardCharsets.UTF_8), new byte[] {'{', 'x'}, 0, 1L)[6]);
+    assertEquals("foreign_envelope",
+        d.decode(good.replace("\"table\":\"t\"", "\"table\":\"u\"").getBytes(StandardCharsets.UTF_8), key, 0, 1L)[6]);
+    assertEquals("missing_key_value",
+        d.decode(good.replace("{\"id\":1}", "{\"id\":null}").getBytes(StandardCharsets.UTF_8), key, 0, 1L)[6]);
+    String big = good.replace("{\"id\":1}", "{\"id\":1,\"note\":\"" + "x".repeat(5000) + "\"}");
+    assertEquals("oversized_record", d.decode(big.getBytes(StandardCharsets.UTF_8), key, 0, 1L)[6]);
+    byte[] latin1 = good.replace("{\"id\":1}", "{\"id\":1,\"note\":\"\u00e9\"}").getBytes(StandardCharsets.ISO_8859_1);
+    assertEquals("invalid_utf8", d.decode(latin1, key, 0, 1L)[6]);
+    byte[] utf8 = good.replace("{\"id\":1}", "{\"id\":1,\"note\":\"\u00e9\u20ac\ud83d\ude00\"}").getBytes(StandardCharsets.UTF_8);
+    assertNull(d.decode(utf8, key, 0, 1L)[6]);
+  }
+
+  @Test
+  void withSchemasTheWrapperHasOneSchemaAndOnePayload() {
+    String plan = plan(true, false);
+    String payload = event("c", "null", "{\"id\":1}");
+    assertNull(reason(plan, PREFIX + payload + "}"));
+    assertEquals("missing_schema", reason(plan, "{\"payload\":" + payload + "}"));
+    assertEquals("missing_schema", reason(plan, "{\"schema\":null,\"payload\":" + payload + "}"));
+    assertEquals("malformed_envelope", reason(plan, PREFIX + payload + ",\"extra\":1}"));
+    assertEquals("malformed_envelope", reason(plan, PREFIX + payload + ",\"payload\":" + payload + "}"));
+    assertEquals("not_an_object", reason(plan, "{\"schema\":" + SCHEMA + ",\"payload\":[1]}"));
   }
 
   @Test

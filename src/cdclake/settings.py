@@ -319,6 +319,13 @@ class Settings:
         _seconds,
         "a number of seconds, 0 or more",
     )
+    max_record_bytes: int = _var(
+        "CDC_MAX_RECORD_BYTES",
+        64 * 1024 * 1024,
+        "a Kafka record value longer than this many bytes is dead-lettered (oversized_record) and never parsed",
+        _positive_int,
+        "a whole number of bytes, 1 or more",
+    )
     lock_label: str = _var(
         "CDC_LOCK_LABEL",
         "",

@@ -47,6 +47,7 @@ GIVEN: dict[str, tuple[str, Any]] = {
     "mariadb_port": ("13307", 13307),
     "airflow_port": ("18080", 18080),
     "tx_max_incomplete_age_s": ("30.5", 30.5),
+    "max_record_bytes": ("1048576", 1048576),
     "lock_label": ("airflow dag/run/task", "airflow dag/run/task"),
     "fault_at": ("table:1", "table:1"),
     "log_level": ("info", "INFO"),
@@ -66,6 +67,7 @@ BAD: dict[str, str] = {
     "mariadb_port": "3307.5",
     "airflow_port": "eighty",
     "tx_max_incomplete_age_s": "-1",
+    "max_record_bytes": "0",
     "log_level": "LOUD",
 }
 

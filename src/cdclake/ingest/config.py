@@ -34,6 +34,8 @@ class SourceConfig:
         accept_gaps: the gaps in Kafka's logs this run accepts (``--accept-gap``): those topic-partitions start
             at their log start, and the batch records them. Default none: a gap stops the batch before anything
             is read (:func:`cdclake.ingest.offsets.plan_ranges`).
+        max_record_bytes: a record value longer than this is an ``oversized_record`` dead letter (default:
+            ``CDC_MAX_RECORD_BYTES``, 64 MiB).
     """
 
     name: str
@@ -45,6 +47,7 @@ class SourceConfig:
     transaction_consistent: bool = True
     schema_source: SchemaSource = field(default_factory=NoSchemaSource)
     max_incomplete_age_s: float = field(default_factory=lambda: settings().tx_max_incomplete_age_s)
+    max_record_bytes: int = field(default_factory=lambda: settings().max_record_bytes)
     accept_gaps: GapAcceptance = field(default_factory=GapAcceptance)
 
     @classmethod
@@ -95,4 +98,5 @@ class SourceConfig:
             include_before=False,  # the lake keeps after-images only (MongoDB's before document is kept anyway)
             # only append-mode tables store the raw key (tables not in the spec are upserted)
             include_key=any(options.mode == LakeMode.APPEND for options in self.tables.values()),
+            max_record_bytes=self.max_record_bytes,
         )

@@ -31,8 +31,8 @@ import org.apache.spark.sql.RowFactory;
  * {@code type_mismatch}, {@code unknown_field} (a row image field the schema does not have),
  * {@code missing_after} ({@code c}, {@code u} or {@code r} without an after-image), {@code missing_before}
  * ({@code d} without a before-image), {@code missing_key_value} (a key column null in the image),
- * {@code invalid_position} (see {@link Position#usable}), {@code missing_key} (a keyed topic's record without a
- * key), {@code invalid_key} (a key that is not a JSON object).
+ * {@code invalid_position} (see {@link Position#usable}), {@code missing_key} (a keyed topic's row event without
+ * a key; a truncate has none), {@code invalid_key} (a key that is not a JSON object).
  */
 final class DataDecoder extends RecordDecoder {
   private static final Set<String> OPS = Set.of("r", "c", "u", "d", "t", "m");
@@ -333,13 +333,15 @@ final class DataDecoder extends RecordDecoder {
     if (!document && (change || op.equals("d")) && keyValueMissing(op.equals("d") ? before : after)) {
       return "missing_key_value";
     }
-    if (position != null && !position.usable(source)) {
+    if (position != null && !position.usable(source, !"incremental".equals(source.snapshot()))) {
       return "invalid_position";
     }
-    if (keyed && keyMissing) {
+    // a truncate (and a logical decoding message) has no key: only row events are keyed
+    boolean row = change || op.equals("d");
+    if (keyed && row && keyMissing) {
       return "missing_key";
     }
-    if (keyed && keyInvalid) {
+    if (keyed && row && keyInvalid) {
       return "invalid_key";
     }
     return null;

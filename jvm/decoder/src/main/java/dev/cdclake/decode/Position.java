@@ -12,9 +12,16 @@ abstract class Position {
 
   /**
    * True when the source block gives this connector's position: every component the connector always sends is
-   * there and numeric (a record without one could not be ordered against the others).
+   * there and numeric (a record without one could not be ordered against the others). An incremental snapshot
+   * read may lack them (it ranks below every streamed change, see {@link #full}): {@code present} false only
+   * asks that the components it has are numbers.
    */
-  abstract boolean usable(Source s);
+  abstract boolean usable(Source s, boolean present);
+
+  /** {@code text} is absent, or a number. */
+  static boolean absentOrNumber(String text) {
+    return text == null || Numbers.positionNumber(text) != null;
+  }
 
   /** The rule a dialect names ({@code position_rule} in cdclake.dialects), or null for none. */
   static Position of(String rule) {
@@ -65,8 +72,8 @@ abstract class Position {
 
     /** {@code lsn} is a number, and {@code sequence}, when present, is a pair of numbers or nulls. */
     @Override
-    boolean usable(Source s) {
-      if (Numbers.positionNumber(s.get(Source.LSN)) == null) {
+    boolean usable(Source s, boolean present) {
+      if (present ? Numbers.positionNumber(s.get(Source.LSN)) == null : !absentOrNumber(s.get(Source.LSN))) {
         return false;
       }
       String seq = s.get(Source.SEQUENCE);
@@ -114,9 +121,13 @@ abstract class Position {
 
     /** The file name ends in a number and {@code pos} is a number ({@code row}, when present, too). */
     @Override
-    boolean usable(Source s) {
+    boolean usable(Source s, boolean present) {
       Decimal[] p = parts(s);
-      return p[0] != null && p[1] != null && (s.get(Source.ROW) == null || p[2] != null);
+      if (!present) {
+        return (s.get(Source.FILE) == null || p[0] != null) && absentOrNumber(s.get(Source.POS))
+            && absentOrNumber(s.get(Source.ROW));
+      }
+      return p[0] != null && p[1] != null && absentOrNumber(s.get(Source.ROW));
     }
   }
 
@@ -142,9 +153,12 @@ abstract class Position {
 
     /** Both fields are numbers (the minor one may be absent when optional). */
     @Override
-    boolean usable(Source s) {
-      Decimal[] p = parts(s);
-      return p[0] != null && (p[1] != null || (minorOptional && s.get(minor) == null));
+    boolean usable(Source s, boolean present) {
+      if (!present) {
+        return absentOrNumber(s.get(major)) && absentOrNumber(s.get(minor));
+      }
+      return Numbers.positionNumber(s.get(major)) != null && (minorOptional ? absentOrNumber(s.get(minor))
+          : Numbers.positionNumber(s.get(minor)) != null);
     }
   }
 

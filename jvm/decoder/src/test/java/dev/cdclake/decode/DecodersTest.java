@@ -131,6 +131,13 @@ class DecodersTest {
     Decoders.Decoder d = Decoders.of(plan);
     assertNull(d.decode(good.getBytes(StandardCharsets.UTF_8), key, 0, 1L)[6]);
     assertEquals("missing_key", d.decode(good.getBytes(StandardCharsets.UTF_8), null, 0, 1L)[6]);
+    // a truncate has no key; an incremental snapshot read may have no position fields
+    assertNull(d.decode(good.replace("\"op\":\"c\"", "\"op\":\"t\"").getBytes(StandardCharsets.UTF_8), null, 0, 1L)[6]);
+    String incremental = "{\"before\":null,\"after\":{\"id\":1},\"source\":{\"connector\":\"postgresql\","
+        + "\"table\":\"t\",\"snapshot\":\"incremental\",\"lsn\":null,\"sequence\":\"[null,null]\"},\"op\":\"r\"}";
+    assertNull(d.decode(incremental.getBytes(StandardCharsets.UTF_8), key, 0, 1L)[6]);
+    assertEquals("invalid_position",
+        d.decode(incremental.replace("\"lsn\":null", "\"lsn\":\"x\"").getBytes(StandardCharsets.UTF_8), key, 0, 1L)[6]);
     assertEquals("invalid_key", d.decode(good.getBytes(StandardCharsets.UTF_8), new byte[] {'{', 'x'}, 0, 1L)[6]);
     assertEquals("foreign_envelope",
         d.decode(good.replace("\"table\":\"t\"", "\"table\":\"u\"").getBytes(StandardCharsets.UTF_8), key, 0, 1L)[6]);

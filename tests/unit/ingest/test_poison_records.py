@@ -20,7 +20,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from cdclake.decode.records import HEADER_TYPE
+from cdclake.decode.records import STRING_RECORD_SCHEMA
 from cdclake.ingest.batch import run_batch
 from cdclake.ingest.config import SourceConfig
 from cdclake.ingest.sources import FrameRecordSource, source_topic_patterns
@@ -30,16 +30,9 @@ pytestmark = pytest.mark.spark
 CAPTURE = Path(__file__).parents[2] / "fixtures" / "captures" / "pg_all_types_schemas.jsonl"
 LIMIT = 2 * 1024 * 1024  # the oversized kind is above it
 
+#: the Kafka source's record schema (binary key and value), so non-UTF-8 bytes reach the decoder as they are
 BINARY_RECORDS = T.StructType(
-    [
-        T.StructField("topic", T.StringType()),
-        T.StructField("partition", T.IntegerType()),
-        T.StructField("offset", T.LongType()),
-        T.StructField("timestamp", T.TimestampType()),
-        T.StructField("key", T.BinaryType()),
-        T.StructField("value", T.BinaryType()),
-        T.StructField("headers", HEADER_TYPE),
-    ]
+    [T.StructField(f.name, T.BinaryType() if f.name in ("key", "value") else f.dataType) for f in STRING_RECORD_SCHEMA]
 )
 
 

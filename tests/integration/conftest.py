@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cdclake.stack import Stack, StackConfig
+from cdclake.stack import Stack, StackConfig, config
 
 
 @pytest.fixture(scope="session")
@@ -28,6 +28,12 @@ def stack() -> Iterator[Stack]:
 @pytest.fixture(scope="session")
 def connect_url(stack: Stack) -> str:
     return stack.config.connect_url
+
+
+@pytest.fixture(scope="session")
+def connect_auth(stack: Stack) -> tuple[str, str]:
+    """The basic-auth credentials of the stack's Kafka Connect REST API."""
+    return config.connect_auth(stack.secrets)
 
 
 @pytest.fixture(scope="session")

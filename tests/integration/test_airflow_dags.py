@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from cdclake.connect import KafkaConnectClient
 from cdclake.connectors import load_spec
 from cdclake.lake import LakeConfig
 from cdclake.orchestration import lake_row_count
@@ -84,7 +83,7 @@ def dags_test(env: dict[str, str], dag_id: str, conf: dict[str, object] | None =
 
 def test_cdc_connectors_registers_and_runs_the_connectors(airflow_env: dict[str, str], stack: Stack) -> None:
     dags_test(airflow_env, "cdc_connectors")
-    client = KafkaConnectClient(stack.config.connect_url)
+    client = stack.connect_client()
     for name in ("postgres", "mariadb"):
         status = client.status(load_spec(name).connect_name)
         assert status.is_running, status.describe()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
+from collections.abc import Callable
 
 import pymysql
 import pytest
@@ -51,8 +53,8 @@ def test_kafka_produce_and_consume_round_trip(kafka_bootstrap: str) -> None:
     assert [b.id for b in metadata.brokers.values()] == [1]
 
 
-def test_connect_lists_every_debezium_connector(connect_url: str) -> None:
-    plugins = requests.get(f"{connect_url}/connector-plugins", timeout=10).json()
+def test_connect_lists_every_debezium_connector(connect_url: str, connect_auth: tuple[str, str]) -> None:
+    plugins = requests.get(f"{connect_url}/connector-plugins", timeout=10, auth=connect_auth).json()
     by_class = {p["class"]: p for p in plugins}
     for cls in DEBEZIUM_CONNECTOR_CLASSES:
         assert cls in by_class, f"{cls} missing from {sorted(by_class)}"
@@ -60,11 +62,50 @@ def test_connect_lists_every_debezium_connector(connect_url: str) -> None:
         assert by_class[cls]["version"].startswith("3.5.0")
 
 
-def _validate(connect_url: str, cls: str, config: dict[str, str]) -> dict[str, list[str]]:
+def test_connect_rest_api_asks_for_the_stacks_credentials(connect_url: str, connect_auth: tuple[str, str]) -> None:
+    user, secret = connect_auth
+    for path in ("/", "/connectors", "/connector-plugins"):
+        assert requests.get(connect_url + path, timeout=10).status_code == 401, path
+        assert requests.get(connect_url + path, timeout=10, auth=(user, secret + "x")).status_code == 401, path
+        assert requests.get(connect_url + path, timeout=10, auth=("admin", secret)).status_code == 401, path
+        assert requests.get(connect_url + path, timeout=10, auth=connect_auth).status_code == 200, path
+    # a write without credentials is refused before anything happens
+    put = requests.put(f"{connect_url}/connectors/it-anonymous/config", json={}, timeout=10)
+    assert put.status_code == 401
+    assert requests.get(f"{connect_url}/connectors", timeout=10, auth=connect_auth).json().count("it-anonymous") == 0
+
+
+def test_connect_worker_environment_holds_only_the_capture_passwords(stack: Stack) -> None:
+    """Read from the running worker's /proc/<pid>/environ: no superuser, reader, signal or Airflow secret."""
+    service = stack.service("connect")
+    pid = service.process.pid()
+    assert pid is not None
+    environ = dict(
+        item.split("=", 1) for item in open(f"/proc/{pid}/environ", "rb").read().decode().split("\0") if "=" in item
+    )
+    secrets = stack.secrets
+    held = sorted(name for name, value in secrets.items() if value in environ.values())
+    assert held == ["CDC_MARIADB_DEBEZIUM_PASSWORD", "CDC_POSTGRES_DEBEZIUM_PASSWORD"]
+    assert not any(name.startswith(("AIRFLOW", "PYICEBERG", "CDC_LAKE")) for name in environ), sorted(environ)
+    # the REST API's credentials file is the worker's own and private
+    assert oct(service.credentials_file.stat().st_mode & 0o777) == "0o600"
+
+
+Validate = Callable[[str, dict[str, str]], dict[str, list[str]]]
+
+
+@pytest.fixture
+def validate(connect_url: str, connect_auth: tuple[str, str]) -> Validate:
+    """``validate(connector class, config)``: Connect's validation errors by config key."""
+    return functools.partial(_validate, connect_url, connect_auth)
+
+
+def _validate(connect_url: str, auth: tuple[str, str], cls: str, config: dict[str, str]) -> dict[str, list[str]]:
     response = requests.put(
         f"{connect_url}/connector-plugins/{cls}/config/validate",
         json={"connector.class": cls, "name": f"validate-{cls.rsplit('.', 1)[-1]}", **config},
         timeout=60,
+        auth=auth,
     )
     response.raise_for_status()
     body = response.json()
@@ -73,7 +114,7 @@ def _validate(connect_url: str, cls: str, config: dict[str, str]) -> dict[str, l
     return errors
 
 
-def test_connect_validates_postgres_connector_config(stack: Stack, connect_url: str) -> None:
+def test_connect_validates_postgres_connector_config(stack: Stack, validate: Validate) -> None:
     config = {
         "topic.prefix": "itpg",
         "database.hostname": stack.config.host,
@@ -87,14 +128,12 @@ def test_connect_validates_postgres_connector_config(stack: Stack, connect_url: 
         "publication.autocreate.mode": "disabled",
         "schema.include.list": "inventory",
     }
-    assert _validate(connect_url, "io.debezium.connector.postgresql.PostgresConnector", config) == {}
-    wrong = _validate(
-        connect_url, "io.debezium.connector.postgresql.PostgresConnector", {**config, "database.password": "not-it"}
-    )
+    assert validate("io.debezium.connector.postgresql.PostgresConnector", config) == {}
+    wrong = validate("io.debezium.connector.postgresql.PostgresConnector", {**config, "database.password": "not-it"})
     assert "database.password" in wrong or "database.hostname" in wrong or "database.user" in wrong, wrong
 
 
-def test_connect_validates_mariadb_connector_config(stack: Stack, connect_url: str, kafka_bootstrap: str) -> None:
+def test_connect_validates_mariadb_connector_config(stack: Stack, validate: Validate, kafka_bootstrap: str) -> None:
     config = {
         "topic.prefix": "itmaria",
         "database.hostname": stack.config.host,
@@ -106,9 +145,8 @@ def test_connect_validates_mariadb_connector_config(stack: Stack, connect_url: s
         "schema.history.internal.kafka.bootstrap.servers": kafka_bootstrap,
         "schema.history.internal.kafka.topic": "itmaria.schema-history",
     }
-    assert _validate(connect_url, "io.debezium.connector.mariadb.MariaDbConnector", config) == {}
-    missing = _validate(
-        connect_url,
+    assert validate("io.debezium.connector.mariadb.MariaDbConnector", config) == {}
+    missing = validate(
         "io.debezium.connector.mariadb.MariaDbConnector",
         {k: v for k, v in config.items() if k != "topic.prefix"},
     )

@@ -113,7 +113,7 @@ def _create_tables(stack: Stack, src: Source) -> None:
 def sources(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Source]]:
     """Test-owned tables and connectors in both databases, after a snapshot and a mixed workload."""
     tmp = tmp_path_factory.mktemp("reconcile-specs")
-    client = KafkaConnectClient(stack.config.connect_url)
+    client = stack.connect_client()
     apply_demo_schema(stack)
     made = {which: _spec_file(tmp, which) for which in ("postgres", "mariadb")}
     try:
@@ -179,7 +179,7 @@ def test_live_ingest_reconciles_then_an_uncaptured_change_shows_its_key(
 
     # change a row while the connector is paused: the lake does not get it
     pg = sources["postgres"]
-    client = KafkaConnectClient(stack.config.connect_url)
+    client = stack.connect_client()
     client.pause(pg.spec.name)
     _wait_paused(client, pg.spec.name)  # pausing is asynchronous: a change made before it would stream
     orders_topic = pg.data_topics[pg.orders]

@@ -28,7 +28,6 @@ from owned_sources import cli_ingest, remove_source
 from pyiceberg.catalog import load_catalog
 
 from cdclake.capture import capture_to_file, prefix_patterns
-from cdclake.connect.client import KafkaConnectClient
 from cdclake.connect.lifecycle import ensure_connector, wait_running
 from cdclake.connectors import ConnectorSpec, load_spec
 from cdclake.databases.schema_source import schema_source_for
@@ -160,7 +159,7 @@ def _lake_columns(lake: LakeConfig, src: Source) -> list[str]:
 def sources(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Source]]:
     """Both connectors registered (schemas off) after a snapshot of three rows and a first workload."""
     tmp = tmp_path_factory.mktemp("schemas-off-specs")
-    client = KafkaConnectClient(stack.config.connect_url)
+    client = stack.connect_client()
     apply_demo_schema(stack)
     made = {which: _spec_file(tmp, which) for which in ("postgres", "mariadb")}
     bootstrap = stack.config.kafka_bootstrap

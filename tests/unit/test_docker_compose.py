@@ -20,6 +20,8 @@ import jsonschema
 import pytest
 import yaml
 
+from cdclake.stack.connect import BASIC_AUTH_EXTENSION, LOGIN_MODULE
+
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yaml"
 ENV_EXAMPLE = ROOT / ".env.example"
@@ -442,8 +444,52 @@ def test_connect_image_runs_connect_distributed_with_that_file(services: dict[st
     assert all(key.startswith("CDC_") for key in env if "PASSWORD" in key)
 
 
-def test_env_provider_reads_only_cdc_variables(worker_config: dict[str, str]) -> None:
-    assert worker_config["config.providers.env.param.allowlist.pattern"] == "^CDC_.*$"
+def test_env_provider_reads_only_the_capture_passwords(worker_config: dict[str, str]) -> None:
+    pattern = re.compile(worker_config["config.providers.env.param.allowlist.pattern"])
+    assert pattern.match("CDC_POSTGRES_DEBEZIUM_PASSWORD") and pattern.match("CDC_MYSQL_DEBEZIUM_PASSWORD")
+    for other in ("CDC_MYSQL_ROOT_PASSWORD", "CDC_CONNECT_PASSWORD", "CDC_LAKE_S3_SECRET_ACCESS_KEY", "PATH"):
+        assert not pattern.match(other), other
+    for provider in ("file", "dir"):
+        assert worker_config[f"config.providers.{provider}.param.allowed.paths"] == "/opt/connect/secrets"
+
+
+def test_connect_rest_api_asks_for_basic_auth(
+    worker_config: dict[str, str], services: dict[str, dict[str, Any]]
+) -> None:
+    assert worker_config["rest.extension.classes"] == BASIC_AUTH_EXTENSION
+    jaas = (ROOT / "docker" / "connect" / "rest-jaas.conf").read_text()
+    assert LOGIN_MODULE in jaas and 'file="/opt/connect/auth/rest-credentials.properties"' in jaas
+    entrypoint = (ROOT / "docker" / "connect" / "entrypoint.sh").read_text()
+    assert "unset CDC_CONNECT_USER CDC_CONNECT_PASSWORD" in entrypoint
+    assert "-Djava.security.auth.login.config=/opt/connect/rest-jaas.conf" in entrypoint
+    assert "/opt/connect/entrypoint.sh" in DOCKERFILE.read_text().split(" AS connect", 1)[1].split("\nFROM ", 1)[0]
+    env = _environment(services["connect"])
+    assert env["CDC_CONNECT_USER"] == "cdclake" and env["CDC_CONNECT_PASSWORD"]
+    assert "$CDC_CONNECT_PASSWORD" in " ".join(services["connect"]["healthcheck"]["test"])
+    # the Airflow connection carries the same credentials
+    airflow = json.loads(_environment(services["airflow-scheduler"])["AIRFLOW_CONN_KAFKA_CONNECT_DEFAULT"])
+    assert (airflow["login"], airflow["password"]) == ("cdclake", env["CDC_CONNECT_PASSWORD"])
+
+
+def test_the_local_stacks_worker_has_the_same_security_settings(worker_config: dict[str, str], tmp_path: Path) -> None:
+    """What runs here is what compose runs: REST authentication, config providers and their restrictions."""
+    from cdclake.stack.config import StackConfig, load_or_create_secrets
+    from cdclake.stack.connect import ConnectService
+
+    config = StackConfig(state_dir=tmp_path / "stack", jvm_dir=tmp_path / "jvm")
+    service = ConnectService(config, None, load_or_create_secrets(config))  # type: ignore[arg-type]
+    local = dict(
+        line.split("=", 1) for line in service.worker_properties().splitlines() if "=" in line and line[0] != "#"
+    )
+    keys = [k for k in worker_config if k.startswith(("config.providers", "rest.extension"))]
+    assert len(keys) >= 8
+    differ = {
+        k: (local.get(k), worker_config[k])
+        for k in keys
+        if local.get(k) != worker_config[k] and not k.endswith("allowed.paths")
+    }
+    assert differ == {}
+    assert local["config.providers.file.param.allowed.paths"] == str(service.secrets_dir)
 
 
 # -- profiles, Airflow, sources ------------------------------------------------------------------

@@ -37,7 +37,7 @@ from cdclake.lake import LakeConfig
 from cdclake.paths import lake_dir, project_home
 from cdclake.settings import interval_text, settings
 from cdclake.stack.base import Endpoint, Service
-from cdclake.stack.config import DEMO_DATABASE, StackConfig, password
+from cdclake.stack.config import DEMO_DATABASE, StackConfig, connect_auth, password
 
 logger = logging.getLogger(__name__)
 
@@ -81,9 +81,11 @@ def stack_connections(config: StackConfig, secrets: Mapping[str, str]) -> dict[s
     """The stack's Airflow connections (id -> REST API fields; ``extra`` is a JSON string).
 
     ``cdc_<source>`` is the source's signal writer (``INSERT`` on the signal table only), ``cdc_<source>_reader``
-    its reader (``SELECT`` on the captured tables: row counts and source-vs-lake reconciliation).
+    its reader (``SELECT`` on the captured tables: row counts and source-vs-lake reconciliation);
+    ``kafka_connect_default`` carries the REST API's basic-auth credentials.
     """
     c = config
+    connect_user, connect_password = connect_auth(dict(secrets))
 
     def database(conn_type: str, port: int, db: str, key: str) -> dict[str, Any]:
         user = {"signal": "cdc_signal", "reader": "cdc_reader"}[key]
@@ -103,6 +105,8 @@ def stack_connections(config: StackConfig, secrets: Mapping[str, str]) -> dict[s
             "host": c.host,
             "port": c.connect_port,
             "schema": "http",
+            "login": connect_user,
+            "password": connect_password,
             "extra": json.dumps({"timeout": [5, 30], "retries": 3}),
             "description": "local stack Kafka Connect (Debezium plugins)",
         },

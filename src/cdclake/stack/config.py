@@ -29,6 +29,10 @@ AIRFLOW_SECRETS = (
     "AIRFLOW_JWT_SECRET",
     "AIRFLOW_API_SECRET_KEY",
 )
+#: The user of Kafka Connect's REST API (``BasicAuthSecurityRestExtension``); its password is
+#: :data:`CONNECT_SECRET` in ``secrets.env``.
+CONNECT_USER = "cdclake"
+CONNECT_SECRET = "CDC_CONNECT_PASSWORD"
 DEMO_DATABASE = "demo"
 POSTGRES_SCHEMA = "inventory"
 POSTGRES_PUBLICATION = "cdclake_pub"
@@ -105,15 +109,17 @@ def _new_secret(name: str) -> str:
 
 def secret_names() -> list[str]:
     """Every secret of the stack, in the order of ``secrets.env``."""
-    return [_secret_name(db, user) for db in ("postgres", "mariadb") for user in DB_USERS] + list(AIRFLOW_SECRETS)
+    databases = [_secret_name(db, user) for db in ("postgres", "mariadb") for user in DB_USERS]
+    return [*databases, CONNECT_SECRET, *AIRFLOW_SECRETS]
 
 
 def load_or_create_secrets(config: StackConfig) -> dict[str, str]:
     """Return the stack's passwords and keys, generating the missing ones on first use.
 
     They live in ``<state>/secrets.env`` (mode 0600): ``CDC_<DB>_<USER>_PASSWORD=...`` lines for the
-    database users, and the Airflow secrets (:data:`AIRFLOW_SECRETS`). Kafka Connect gets the capture users'
-    passwords as environment variables (read through its ``env`` config provider), nothing else.
+    database users, ``CDC_CONNECT_PASSWORD`` of Kafka Connect's REST API (:data:`CONNECT_USER`), and the Airflow
+    secrets (:data:`AIRFLOW_SECRETS`). Kafka Connect's worker gets the capture users' passwords as environment
+    variables (read through its ``env`` config provider), nothing else.
     """
     path = config.secrets_file
     values: dict[str, str] = {}
@@ -138,6 +144,11 @@ def load_or_create_secrets(config: StackConfig) -> dict[str, str]:
 def capture_secrets(secrets_: dict[str, str]) -> dict[str, str]:
     """The passwords Kafka Connect's connectors reference (``${env:CDC_<DB>_DEBEZIUM_PASSWORD}``), nothing else."""
     return {name: value for name, value in secrets_.items() if name.endswith("_DEBEZIUM_PASSWORD")}
+
+
+def connect_auth(secrets_: dict[str, str]) -> tuple[str, str]:
+    """The ``(user, password)`` of Kafka Connect's REST API."""
+    return CONNECT_USER, secrets_[CONNECT_SECRET]
 
 
 def password(secrets_: dict[str, str], db: str, user: str) -> str:

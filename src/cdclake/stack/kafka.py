@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import uuid
+from collections.abc import Sequence
 
 from cdclake.exceptions import StackError
 from cdclake.stack.base import Endpoint, Service
@@ -25,7 +26,7 @@ logger.reflections.level = ERROR
 """
 
 
-def jvm_command(service: Service, main_class: str, heap: str, *args: str) -> list[str]:
+def jvm_command(service: Service, main_class: str, heap: str, *args: str, jvm_options: Sequence[str] = ()) -> list[str]:
     """``java`` command line for a Kafka/Connect main class on the resolved Kafka classpath."""
     classpath = str(service.config.jvm_dir / "kafka" / "*")
     return [
@@ -38,6 +39,7 @@ def jvm_command(service: Service, main_class: str, heap: str, *args: str) -> lis
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={service.config.state_dir / 'log4j2.properties'}",
         f"-Dcdclake.stack={service.config.state_dir}",
+        *jvm_options,
         "-cp",
         classpath,
         main_class,

@@ -6,12 +6,14 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from cdclake.connect import KafkaConnectClient
 from cdclake.connectors import ConnectorKind, ConnectorSpec, DatabaseEndpoint
 from cdclake.exceptions import StackError
 from cdclake.stack.airflow import AIRFLOW_SERVICES, COMPONENTS, AirflowHome
 from cdclake.stack.base import Service
-from cdclake.stack.config import StackConfig, load_or_create_secrets
+from cdclake.stack.config import StackConfig, connect_auth, load_or_create_secrets
 from cdclake.stack.connect import ConnectService
 from cdclake.stack.debian import Binaries, binaries
 from cdclake.stack.kafka import KafkaService
@@ -73,6 +75,10 @@ class Stack:
             classes = (PostgresService, MariaDbService, KafkaService, ConnectService, *AIRFLOW_SERVICES)
             self._services = {cls.name: cls(self.config, bins, secrets) for cls in classes}
         return self._services
+
+    def connect_client(self, **kwargs: Any) -> KafkaConnectClient:
+        """A client of the stack's Kafka Connect REST API, with its credentials (keyword arguments as the client's)."""
+        return KafkaConnectClient(self.config.connect_url, auth=connect_auth(self.secrets), **kwargs)
 
     def service(self, name: str) -> Service:
         """One service by name.

@@ -75,12 +75,14 @@ class ManagedProcess:
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
         user: str | None = None,
+        inherit_env: bool = True,
     ) -> int:
         """Start ``argv`` in its own session with output appended to the log file; return its pid.
 
         Args:
             argv: command line.
             env: extra environment variables (added to the current environment).
+            inherit_env: False: ``env`` is the whole environment (no variable of this process is passed on).
             cwd: working directory (default :attr:`workdir`).
             user: run as this OS user (when started as root), e.g. ``postgres``.
 
@@ -89,7 +91,7 @@ class ManagedProcess:
         """
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
-        full_env = dict(os.environ)
+        full_env = dict(os.environ) if inherit_env else {}
         if env:
             full_env.update(env)
         full_env[PROCESS_TAG_ENV] = self.tag

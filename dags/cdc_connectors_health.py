@@ -2,12 +2,15 @@
 ### cdc_connectors_health
 
 Every 10 minutes: asks Kafka Connect for the status of the connector of every active spec (specs
-whose source connection is defined) and **fails** when a connector or one of its tasks is FAILED,
-or a connector is not registered. It is skipped when no spec has its connection defined. The failure message quotes the worker's stack trace, so the
-alert (task failure notification) says what broke. Non-RUNNING states (PAUSED, UNASSIGNED) are
-logged as warnings.
+whose source connection is defined). A connector that is FAILED, or has a FAILED task, gets its failed
+tasks restarted and is watched for up to 90 s: RUNNING for 15 s, it counts as restarted (the task log
+keeps the trace it failed with); FAILED again, the run **fails**, quoting the worker's stack trace, so
+the alert (task failure notification) says what broke. A connector that is not registered fails the
+run too. It is skipped when no spec has its connection defined. Non-RUNNING states (PAUSED,
+UNASSIGNED) are logged as warnings.
 
-Fix: look at the trace, fix the cause, then run `cdc_connectors` (it restarts failed tasks).
+Fix: look at the trace and fix the cause (a revoked grant, a dropped slot, ...); the next run restarts
+the connector (or trigger this DAG, or `cdc_connectors`, which also restarts failed tasks).
 """
 
 from __future__ import annotations

@@ -6,12 +6,14 @@ Everything here runs at task run time: connections are looked up here, never at 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import Asset, BaseHook
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+from cdclake.connect import ConnectorStatus
 from cdclake.connectors import ConnectorKind, ConnectorSpec, load_spec, load_specs
 from cdclake.databases import open_database
 from cdclake.exceptions import ConnectError, ConnectorFailedError
@@ -23,6 +25,7 @@ from cdclake.orchestration import (
     comparable,
     connector_health_problems,
     count_mismatches,
+    failed_connectors,
     lake_row_count,
     load_summary,
     reader_conn_id,
@@ -80,11 +83,29 @@ def validate_connector_specs(requested: Sequence[str] | None, kafka_connect_conn
     return [spec.name for spec in specs]
 
 
-def check_connectors_health(requested: Sequence[str] | None, kafka_connect_conn_id: str) -> dict[str, str]:
-    """Fail when a connector or task of an active spec is FAILED or the connector is missing, quoting the trace.
+#: How long the health check watches a restarted connector, and how long it must stay RUNNING to count as restarted.
+RESTART_WAIT_S = 90.0
+RESTART_SETTLE_S = 15.0
+
+
+def check_connectors_health(
+    requested: Sequence[str] | None,
+    kafka_connect_conn_id: str,
+    *,
+    restart_wait_s: float = RESTART_WAIT_S,
+    settle_s: float = RESTART_SETTLE_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, str]:
+    """Restart the failed tasks of every FAILED connector of an active spec; fail when one is still FAILED (its
+    cause not fixed yet) or a connector is missing, quoting the trace.
+
+    A FAILED connector's failed tasks are restarted (``POST /connectors/<name>/restart?onlyFailed=true``) and
+    watched for up to ``restart_wait_s``: once RUNNING for ``settle_s`` it counts as restarted (logged with the
+    trace it failed with); FAILED again, or not RUNNING in time, it is a failure. So a run alerts while the cause
+    lasts, and the first run after the fix brings the connector back.
 
     Returns:
-        connector -> one-line status, for the XCom.
+        connector -> one-line status, for the XCom (``restarted after: ...`` for a restarted one).
 
     Raises:
         ConnectorFailedError: with every failure (the worker's stack traces included).
@@ -93,14 +114,46 @@ def check_connectors_health(requested: Sequence[str] | None, kafka_connect_conn_
     specs = active_specs(requested)
     if not specs:
         raise AirflowSkipException("no spec of this deployment has its source connection defined: nothing to check")
-    statuses = KafkaConnectHook(kafka_connect_conn_id).list_connectors(expand_status=True)
+    hook = KafkaConnectHook(kafka_connect_conn_id)
+    statuses = hook.list_connectors(expand_status=True)
     assert isinstance(statuses, dict)
-    failures, warnings = connector_health_problems({s.name: s.connect_name for s in specs}, statuses)
+    expected = {s.name: s.connect_name for s in specs}
+    restarted: dict[str, str] = {}
+    for connector in failed_connectors(expected, statuses):
+        trace = statuses[connector].failure_summary()
+        log.warning("restarting the failed tasks of connector %s, which failed with:\n%s", connector, trace)
+        hook.restart(connector, include_tasks=True, only_failed=True)
+        statuses[connector] = _watch_restart(hook, connector, restart_wait_s, settle_s, sleep)
+        if statuses[connector].is_running:
+            log.warning("connector %s is RUNNING again after its restart", connector)
+            restarted[connector] = trace.splitlines()[0]
+    failures, warnings = connector_health_problems(expected, statuses)
     for warning in warnings:
         log.warning("%s", warning)
     if failures:
         raise ConnectorFailedError("\n\n".join(failures))
-    return {s.connect_name: statuses[s.connect_name].describe() for s in specs}
+    return {
+        s.connect_name: statuses[s.connect_name].describe()
+        + (f" (restarted after: {restarted[s.connect_name]})" if s.connect_name in restarted else "")
+        for s in specs
+    }
+
+
+def _watch_restart(
+    hook: KafkaConnectHook, connector: str, wait_s: float, settle_s: float, sleep: Callable[[float], None]
+) -> ConnectorStatus:
+    """The connector's status once it is FAILED again, RUNNING for ``settle_s``, or ``wait_s`` went by."""
+    waited, running_for = 0.0, 0.0
+    step = 2.0
+    while True:
+        status = hook.status(connector)
+        if status.is_failed or waited >= wait_s:
+            return status
+        running_for = running_for + step if status.is_running else 0.0
+        if running_for > settle_s:
+            return status
+        sleep(step)
+        waited += step
 
 
 def check_ingest_result(result: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -203,6 +203,9 @@ FAILED = ConnectorStatus.model_validate(
         "tasks": [{"id": 0, "state": "FAILED", "worker_id": "w:8083", "trace": "java.sql.SQLException: boom"}],
     }
 )
+RESTARTING_MARIADB = ConnectorStatus.model_validate(
+    {"name": "mariadb", "connector": {"state": "RUNNING"}, "tasks": [{"id": 0, "state": "RESTARTING"}]}
+)
 PAUSED = ConnectorStatus.model_validate(
     {"name": "mysql", "connector": {"state": "PAUSED"}, "tasks": [{"id": 0, "state": "PAUSED"}]}
 )
@@ -223,21 +226,52 @@ def test_health_problems_quote_traces_and_name_missing_connectors() -> None:
 # ---- task callables (Airflow adapters) -------------------------------------------------------------
 
 
-def test_health_check_fails_with_the_trace() -> None:
+def test_health_check_restarts_a_failed_connector_and_fails_while_it_fails_again() -> None:
+    """The cause still there: the restart fails again and the run fails with the trace (the alert)."""
     from cdclake_airflow import callables
 
     statuses = {"postgres": RUNNING, "mariadb": FAILED}
+    sleeps: list[float] = []
     with (
         mock.patch(f"{CALLABLES}.connection_defined", side_effect=lambda c: c in {"cdc_postgres", "cdc_mariadb"}),
-        mock.patch(f"{CALLABLES}.KafkaConnectHook.list_connectors", return_value=statuses),
+        mock.patch(f"{CALLABLES}.KafkaConnectHook.list_connectors", return_value=dict(statuses)),
+        mock.patch(f"{CALLABLES}.KafkaConnectHook.restart") as restart,
+        mock.patch(f"{CALLABLES}.KafkaConnectHook.status", side_effect=[RESTARTING_MARIADB, FAILED]) as status,
     ):
         with pytest.raises(ConnectorFailedError, match="SQLException: boom"):
-            callables.check_connectors_health(None, "kafka_connect_default")
-        statuses["mariadb"] = RUNNING.model_copy(update={"name": "mariadb"})
-        assert callables.check_connectors_health(None, "kafka_connect_default") == {
-            "mariadb": "mariadb connector=RUNNING tasks=[0:RUNNING]",
-            "postgres": "postgres connector=RUNNING tasks=[0:RUNNING]",
-        }
+            callables.check_connectors_health(None, "kafka_connect_default", sleep=sleeps.append)
+    restart.assert_called_once_with("mariadb", include_tasks=True, only_failed=True)
+    assert status.call_count == 2 and sleeps == [2.0]
+
+
+def test_health_check_restarts_a_failed_connector_once_its_cause_is_fixed() -> None:
+    from cdclake_airflow import callables
+
+    running = RUNNING.model_copy(update={"name": "mariadb"})
+    with (
+        mock.patch(f"{CALLABLES}.connection_defined", side_effect=lambda c: c in {"cdc_postgres", "cdc_mariadb"}),
+        mock.patch(
+            f"{CALLABLES}.KafkaConnectHook.list_connectors", return_value={"postgres": RUNNING, "mariadb": FAILED}
+        ),
+        mock.patch(f"{CALLABLES}.KafkaConnectHook.restart") as restart,
+        mock.patch(f"{CALLABLES}.KafkaConnectHook.status", return_value=running),
+    ):
+        result = callables.check_connectors_health(None, "kafka_connect_default", settle_s=4.0, sleep=lambda s: None)
+    restart.assert_called_once()
+    assert result == {
+        "mariadb": "mariadb connector=RUNNING tasks=[0:RUNNING] (restarted after: task mariadb-0 FAILED on w:8083:)",
+        "postgres": "postgres connector=RUNNING tasks=[0:RUNNING]",
+    }
+    # nothing failed: nothing restarted
+    with (
+        mock.patch(f"{CALLABLES}.connection_defined", side_effect=lambda c: c in {"cdc_postgres", "cdc_mariadb"}),
+        mock.patch(
+            f"{CALLABLES}.KafkaConnectHook.list_connectors", return_value={"postgres": RUNNING, "mariadb": running}
+        ),
+        mock.patch(f"{CALLABLES}.KafkaConnectHook.restart") as restart,
+    ):
+        callables.check_connectors_health(None, "kafka_connect_default")
+    restart.assert_not_called()
 
 
 def test_failed_batch_checks_fail_the_task_without_retries() -> None:

@@ -8,7 +8,7 @@ unit-testable without Airflow, Kafka or Spark.
 from __future__ import annotations
 
 from cdclake.ingest.summary import IngestSummary, load_summary
-from cdclake.orchestration.health import connector_health_problems
+from cdclake.orchestration.health import connector_health_problems, failed_connectors
 from cdclake.orchestration.jobs import JOBS_DIR, job_application, job_arguments, run_file
 from cdclake.orchestration.selection import select_specs, spec_names
 from cdclake.orchestration.snapshot import (
@@ -25,6 +25,7 @@ __all__ = [
     "SnapshotRequest",
     "comparable",
     "connector_health_problems",
+    "failed_connectors",
     "count_mismatches",
     "job_application",
     "job_arguments",

@@ -7,6 +7,12 @@ from collections.abc import Mapping
 from cdclake.connect import ConnectorStatus
 
 
+def failed_connectors(expected: Mapping[str, str], statuses: Mapping[str, ConnectorStatus]) -> list[str]:
+    """The registered connectors of ``expected`` (spec name -> connector name) that are FAILED or have a FAILED
+    task: what the health check restarts (their failed tasks only) before it judges them."""
+    return [c for c in expected.values() if c in statuses and statuses[c].is_failed]
+
+
 def connector_health_problems(
     expected: Mapping[str, str], statuses: Mapping[str, ConnectorStatus]
 ) -> tuple[list[str], list[str]]:

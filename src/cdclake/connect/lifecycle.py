@@ -9,11 +9,12 @@ connector runs.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from cdclake.connect.client import KafkaConnectClient
 from cdclake.connect.models import UpsertResult
 from cdclake.connectors import ConnectorSpec, DatabaseEndpoint, connect_config
-from cdclake.exceptions import ConnectorFailedError
+from cdclake.exceptions import ConnectorFailedError, ConnectorNotFoundError
 
 
 def register_connector(
@@ -43,8 +44,13 @@ def register_connector(
     return client.create_or_update(name, config)
 
 
-def wait_running(client: KafkaConnectClient, name: str, timeout_s: float = 120.0) -> None:
+def wait_running(
+    client: KafkaConnectClient, name: str, timeout_s: float = 120.0, sleep: Callable[[float], None] = time.sleep
+) -> None:
     """Wait until the connector and its tasks are RUNNING.
+
+    A connector registered a moment ago may have its config stored before its status (``GET .../status`` answers
+    404 "No status found" in between): that counts as not running yet.
 
     Raises:
         ConnectorFailedError: when the connector or a task fails.
@@ -52,13 +58,15 @@ def wait_running(client: KafkaConnectClient, name: str, timeout_s: float = 120.0
     """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if client.exists(name):
+        try:
             status = client.status(name)
-            if status.is_running:
-                return
-            if status.is_failed:
-                raise ConnectorFailedError(f"connector {name} failed:\n{status.failure_summary()}")
-        time.sleep(1.0)
+        except ConnectorNotFoundError:
+            status = None
+        if status is not None and status.is_running:
+            return
+        if status is not None and status.is_failed:
+            raise ConnectorFailedError(f"connector {name} failed:\n{status.failure_summary()}")
+        sleep(1.0)
     raise TimeoutError(f"connector {name} is not RUNNING after {timeout_s:.0f}s")
 
 

@@ -9,6 +9,7 @@ import requests_mock as rm
 from connect_helpers import URL
 
 from cdclake.connect import KafkaConnectClient, ensure_connector, register_connector
+from cdclake.connect.lifecycle import wait_running
 from cdclake.connectors import ConnectorSpec, DatabaseEndpoint, connect_config, load_spec
 from cdclake.exceptions import ConnectorConfigInvalidError
 
@@ -84,3 +85,34 @@ def test_ensure_registers_an_absent_connector_and_leaves_a_running_one(
     )
     assert ensure_connector(client, spec, ENDPOINT) == "running"
     assert upsert.call_count == 1
+
+
+def test_wait_running_waits_through_the_status_a_new_connector_does_not_have_yet(
+    client: KafkaConnectClient, rest_mock: rm.Mocker
+) -> None:
+    """Connect stores a new connector's config before its status: GET .../status answers 404 in between."""
+    running = {"name": "pg-cdc", "connector": {"state": "RUNNING"}, "tasks": [{"id": 0, "state": "RUNNING"}]}
+    status = rest_mock.get(
+        f"{URL}/connectors/pg-cdc/status",
+        [
+            {"status_code": 404, "json": {"error_code": 404, "message": "No status found for connector pg-cdc"}},
+            {"status_code": 200, "json": {**running, "tasks": []}},
+            {"status_code": 200, "json": running},
+        ],
+    )
+    waits: list[float] = []
+    wait_running(client, "pg-cdc", timeout_s=60, sleep=waits.append)
+    assert status.call_count == 3 and waits == [1.0, 1.0]
+
+
+def test_wait_running_fails_with_the_trace_of_a_failed_task(client: KafkaConnectClient, rest_mock: rm.Mocker) -> None:
+    from cdclake.exceptions import ConnectorFailedError
+
+    failed = {
+        "name": "pg-cdc",
+        "connector": {"state": "RUNNING", "worker_id": "w:8083"},
+        "tasks": [{"id": 0, "state": "FAILED", "worker_id": "w:8083", "trace": "PSQLException: permission denied"}],
+    }
+    rest_mock.get(f"{URL}/connectors/pg-cdc/status", json=failed)
+    with pytest.raises(ConnectorFailedError, match="permission denied"):
+        wait_running(client, "pg-cdc", timeout_s=60, sleep=lambda s: None)

@@ -3,6 +3,7 @@
 * ``tests/unit``: no network, no services; Spark tests use the session-scoped ``spark`` fixture.
 * ``tests/integration``: marked ``integration``; they use the local stack (``cdclake stack up``).
 * ``tests/dags``: DAG integrity and policy.
+* ``tests/reliability``: marked ``reliability``; faults on the local stack and hostile input.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import pytest
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from cdclake.stack import Stack
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = Path(os.environ.get("CDC_SHARED_DIR", PROJECT_ROOT.parent / "shared"))
@@ -77,3 +80,21 @@ def spark(spark_lake_dir: Path) -> Iterator[SparkSession]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[Stack]:
+    """The real local stack (``cdclake stack up``), one for the whole run.
+
+    A stack that is already running (``cdclake stack up`` by hand) is reused and left running; otherwise the
+    session starts it and stops it at the end (``CDC_KEEP_STACK=1`` leaves it running).
+    """
+    from cdclake.stack import Stack, StackConfig
+
+    # _isolate_environment points CDC_LAKE_DIR elsewhere; the stack itself lives in the normal state dir.
+    local = Stack(StackConfig.from_env())
+    already_running = all(svc.process.running() for svc in local.services.values())
+    local.up()
+    yield local
+    if not already_running and not os.environ.get("CDC_KEEP_STACK"):
+        local.down()

@@ -13,13 +13,12 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
-import yaml
-from owned_sources import cli_ingest, remove_source
+from owned_sources import OwnedSource as Source
+from owned_sources import cli_ingest, create_owned_tables, owned_spec, remove_source
 from pyiceberg.catalog import load_catalog
 from typer.testing import CliRunner
 
@@ -28,7 +27,6 @@ from cdclake.cli.main import app
 from cdclake.connect.client import KafkaConnectClient
 from cdclake.connect.lifecycle import ensure_connector, wait_running
 from cdclake.connect.models import ConnectorState
-from cdclake.connectors import ConnectorSpec, load_spec
 from cdclake.demo.database import app_sql, apply_demo_schema
 from cdclake.demo.topics import topic_end_offsets, wait_for_records
 from cdclake.demo.workload import run_workload
@@ -45,80 +43,16 @@ RUN = secrets.token_hex(3)
 ID_BASE = 1000
 
 
-@dataclass(frozen=True)
-class Source:
-    """One test-owned capture: its spec (written to a YAML file) and its tables."""
-
-    which: str  # postgres | mariadb
-    spec_path: Path
-    spec: ConnectorSpec
-    customers: str  # qualified source table names
-    orders: str
-
-    @property
-    def data_topics(self) -> dict[str, str]:
-        return {t: f"{self.spec.topic_prefix}.{t}" for t in (self.customers, self.orders)}
-
-
-def _spec_file(tmp: Path, which: str) -> Source:
-    base = load_spec(which)
-    namespace = "inventory" if which == "postgres" else "demo"
-    customers, orders = f"{namespace}.rc_{RUN}_customers", f"{namespace}.rc_{RUN}_orders"
-    doc: dict[str, Any] = {
-        "name": f"rc-{which[:2]}-{RUN}",
-        "connector": base.connector.value,
-        "connection_id": base.connection_id,
-        "capture_user": base.capture_user,
-        "capture_password": base.capture_password,
-        "topic_prefix": f"rc{which[:2]}{RUN}",
-        "database": base.database,
-        "tables": [
-            {"name": customers, "lake": {"mode": "upsert", "partitioning": ["bucket(4, id)"]}},
-            {"name": orders, "lake": {"mode": "upsert"}},
-        ],
-        "snapshot_mode": "initial",
-        "signal_table": base.signal_table,
-        "signal_channels": ["source"],
-        "transaction_metadata": True,
-        "notifications": False,
-        "heartbeat_interval_ms": 0,
-        "kafka_bootstrap_servers": base.kafka_bootstrap_servers,
-    }
-    if which == "postgres":
-        doc["schema"] = "inventory"
-        doc["slot_name"] = f"rc_{RUN}"
-    else:
-        doc["server_id"] = 185000 + int(RUN, 16) % 10000
-    path = tmp / f"rc-{which}.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return Source(which, path, load_spec(path), customers, orders)
-
-
-def _create_tables(stack: Stack, src: Source) -> None:
-    with app_sql(stack, src.which) as sql:
-        for table, like in ((src.customers, "customers"), (src.orders, "orders")):
-            if src.which == "postgres":
-                sql.execute(f"CREATE TABLE IF NOT EXISTS {table} (LIKE inventory.{like} INCLUDING ALL)")
-            else:
-                sql.execute(f"CREATE TABLE IF NOT EXISTS {table} LIKE demo.{like}")
-        # rows that exist before the connector starts: they arrive as snapshot (op r) events
-        sql.execute(f"INSERT INTO {src.customers} (id, name, email, region) VALUES (1, 'before', NULL, 'EU')")
-        sql.execute(
-            f"INSERT INTO {src.orders} (id, customer_id, amount, status, ordered_on) "
-            "VALUES (1, 1, 10.10, 'new', '2024-01-31')"
-        )
-
-
 @pytest.fixture(scope="module")
 def sources(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Source]]:
     """Test-owned tables and connectors in both databases, after a snapshot and a mixed workload."""
     tmp = tmp_path_factory.mktemp("reconcile-specs")
     client = stack.connect_client()
     apply_demo_schema(stack)
-    made = {which: _spec_file(tmp, which) for which in ("postgres", "mariadb")}
+    made = {which: owned_spec(tmp, which, f"rc_{RUN}") for which in ("postgres", "mariadb")}
     try:
         for src in made.values():
-            _create_tables(stack, src)
+            create_owned_tables(stack, src)
             ensure_connector(client, src.spec, stack.database_endpoint(src.spec))
         for src in made.values():
             wait_running(client, src.spec.name)

@@ -1,4 +1,5 @@
-"""Test-owned captures on the local stack: removing one, and running `cdclake ingest` for one."""
+"""Test-owned captures on the local stack: a spec and tables of their own, removing them, and running
+`cdclake ingest` for one."""
 
 from __future__ import annotations
 
@@ -6,16 +7,89 @@ import os
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from cdclake.connect.client import KafkaConnectClient
-from cdclake.connectors import ConnectorSpec
+from cdclake.connectors import ConnectorSpec, load_spec
 from cdclake.demo.database import app_sql
 from cdclake.demo.topics import delete_connector_topics
 from cdclake.stack import Stack
 
 CDCLAKE = str(Path(sys.executable).parent / "cdclake")
+
+
+@dataclass(frozen=True)
+class OwnedSource:
+    """One test-owned capture: its spec (written to a YAML file) and its tables (copies of customers/orders)."""
+
+    which: str  # postgres | mariadb
+    spec_path: Path
+    spec: ConnectorSpec
+    customers: str  # qualified source table names
+    orders: str
+
+    @property
+    def data_topics(self) -> dict[str, str]:
+        return {t: f"{self.spec.topic_prefix}.{t}" for t in (self.customers, self.orders)}
+
+
+def owned_spec(tmp: Path, which: str, tag: str) -> OwnedSource:
+    """A spec capturing ``<tag>_customers`` and ``<tag>_orders`` of ``which`` (postgres | mariadb) with a connector,
+    topic prefix (and PostgreSQL slot) named after ``tag`` (lower-case letters, digits and ``_``), written under
+    ``tmp``."""
+    base = load_spec(which)
+    namespace = "inventory" if which == "postgres" else "demo"
+    customers, orders = f"{namespace}.{tag}_customers", f"{namespace}.{tag}_orders"
+    doc: dict[str, Any] = {
+        "name": f"{tag.replace('_', '-')}-{which[:2]}",
+        "connector": base.connector.value,
+        "connection_id": base.connection_id,
+        "capture_user": base.capture_user,
+        "capture_password": base.capture_password,
+        "topic_prefix": f"{tag.replace('_', '')}{which[:2]}",
+        "database": base.database,
+        "tables": [
+            {"name": customers, "lake": {"mode": "upsert", "partitioning": ["bucket(4, id)"]}},
+            {"name": orders, "lake": {"mode": "upsert"}},
+        ],
+        "snapshot_mode": "initial",
+        "signal_table": base.signal_table,
+        "signal_channels": ["source"],
+        "transaction_metadata": True,
+        "notifications": False,
+        "heartbeat_interval_ms": 0,
+        "kafka_bootstrap_servers": base.kafka_bootstrap_servers,
+    }
+    if which == "postgres":
+        doc["schema"] = "inventory"
+        doc["slot_name"] = tag
+    else:
+        doc["server_id"] = 185000 + zlib.crc32(tag.encode()) % 10000
+    path = tmp / f"{tag}-{which}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return OwnedSource(which, path, load_spec(path), customers, orders)
+
+
+def create_owned_tables(stack: Stack, src: OwnedSource) -> None:
+    """The source's tables, like the demo's customers and orders, with one row each (snapshot events)."""
+    with app_sql(stack, src.which) as sql:
+        for table, like in ((src.customers, "customers"), (src.orders, "orders")):
+            if src.which == "postgres":
+                sql.execute(f"CREATE TABLE IF NOT EXISTS {table} (LIKE inventory.{like} INCLUDING ALL)")
+            else:
+                sql.execute(f"CREATE TABLE IF NOT EXISTS {table} LIKE demo.{like}")
+        # rows that exist before the connector starts: they arrive as snapshot (op r) events
+        sql.execute(f"INSERT INTO {src.customers} (id, name, email, region) VALUES (1, 'before', NULL, 'EU')")
+        sql.execute(
+            f"INSERT INTO {src.orders} (id, customer_id, amount, status, ordered_on) "
+            "VALUES (1, 1, 10.10, 'new', '2024-01-31')"
+        )
 
 
 def remove_source(
@@ -42,16 +116,23 @@ def remove_source(
     delete_connector_topics(stack.config.kafka_bootstrap, spec.topic_prefix)
 
 
+def run_ingest(
+    spec_path: Path, lake: Path, *args: str, env: dict[str, str] | None = None, timeout_s: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """`cdclake ingest` of one spec into ``lake`` with extra arguments and environment; whatever its exit status."""
+    full_env = dict(os.environ, CDC_LAKE_DIR=str(lake), CDC_LOG_LEVEL="WARNING", **(env or {}))
+    return subprocess.run(
+        [CDCLAKE, "ingest", "--spec", str(spec_path), "--lake", str(lake), *args],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+
+
 def cli_ingest(spec_path: Path, lake: Path) -> str:
     """`cdclake ingest` of one spec into ``lake``, which must exit 0 (one at a time: runs commit to the lake's
     ledger); returns its output."""
-    env = dict(os.environ, CDC_LAKE_DIR=str(lake), CDC_LOG_LEVEL="WARNING")
-    proc = subprocess.run(
-        [CDCLAKE, "ingest", "--spec", str(spec_path), "--lake", str(lake)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_ingest(spec_path, lake)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     return proc.stdout + proc.stderr

@@ -11,7 +11,7 @@ MVN ?= mvn
 MVN_FLAGS ?= -B -q -s jvm/settings.xml
 PYTEST_ARGS ?=
 
-.PHONY: help install venv jars cds system-packages lock demo test test-unit test-integration lint stack-up stack-down clean
+.PHONY: help install venv jars cds system-packages lock demo test test-unit test-integration test-reliability lint stack-up stack-down clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -62,6 +62,9 @@ test-unit: venv jars cds  ## unit and DAG tests only (no local stack)
 
 test-integration: install  ## integration tests only (starts the local stack)
 	$(VENV)/bin/pytest -m integration $(PYTEST_ARGS)
+
+test-reliability: install  ## the reliability suite only: faults on the local stack, duplicates and reordering (also part of `make test`)
+	$(VENV)/bin/pytest -m reliability tests/reliability $(PYTEST_ARGS)
 
 lint:  ## ruff
 	$(VENV)/bin/ruff check src plugins dags jobs tests

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import requests
 
+from cdclake.cli.lake import _all_tables
 from cdclake.connectors import load_spec
 from cdclake.demo.database import app_sql
 from cdclake.demo.pipeline import DEMO_DAGS, INGEST_DAGS
@@ -108,21 +109,82 @@ def test_cdc_ingest_postgres_has_successful_scheduled_runs(demo: dict[str, Any],
     assert any(b.applied > 0 for b in batches)
 
 
-def test_no_secret_in_task_logs_or_job_summaries(demo: dict[str, Any], stack: Stack) -> None:
-    """Every task log the demo's runs wrote, and every Spark job summary (what the ingest tasks return as XCom)."""
-    home = stack.airflow.path
-    files = [*(home / "logs").rglob("*.log"), *(home / "runs").rglob("*.json")]
-    assert any(f.suffix == ".json" for f in files) and any("task_id=ingest" in str(f) for f in files)
-    values = {name: stack.secrets[name] for name in secret_names()}
-    leaked = sorted(
-        {
-            f"{name} in {f.relative_to(home)}"
-            for f in files
-            for name, v in values.items()
-            if v in f.read_text("utf-8", "replace")
-        }
+def _leaks(secrets: dict[str, str], where: str, text: str | bytes) -> list[str]:
+    data = text.encode() if isinstance(text, str) else text
+    return [f"{name} in {where}" for name, value in secrets.items() if value.encode() in data]
+
+
+def _connect_config_topic(bootstrap: str) -> list[bytes]:
+    """Every record of Kafka Connect's config topic (where it stores connector configurations)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"secret-scan-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False}
     )
-    assert leaked == []
+    try:
+        topic = "_cdclake-connect-configs"
+        _, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(values) < end and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and not msg.error():
+                values.append((msg.key() or b"") + b"\n" + (msg.value() or b""))
+        assert len(values) == end > 0, (len(values), end)
+        return values
+    finally:
+        consumer.close()
+
+
+def test_no_stack_secret_anywhere_it_should_not_be(demo: dict[str, Any], stack: Stack) -> None:
+    """Every secret of the stack, looked for in the connector specs, the DAG files, the demo's output, every task
+    log, every XCom value, the Spark jobs' summaries, Connect's stored connector configs and every file and row of
+    the lake. The demo must have left something in each of them, so that the scan can fail."""
+    secrets = {name: stack.secrets[name] for name in secret_names()}
+    root = Path(__file__).resolve().parents[2]
+    home = stack.airflow.path
+    leaked: list[str] = []
+    # files of the project and of the stack's Airflow
+    files = {
+        "spec": sorted((root / "include" / "connectors").glob("*.yaml")),
+        "dag": sorted((root / "dags").glob("*.py")),
+        "task log": sorted((home / "logs").rglob("*.log")),
+        "job summary": sorted((home / "runs").rglob("*.json")),
+    }
+    for kind, paths in files.items():
+        assert paths, f"no {kind} to scan"
+        leaked += [leak for path in paths for leak in _leaks(secrets, f"{kind} {path.name}", path.read_bytes())]
+    assert any("task_id=ingest" in str(p) for p in files["task log"])
+    leaked += _leaks(secrets, "the demo's output", demo["output"])
+    # XCom values in Airflow's metadata database
+    with stack.service("postgres").connect("admin", dbname="airflow") as conn:
+        xcoms = conn.execute("SELECT dag_id, task_id, key, value::text FROM xcom").fetchall()
+    assert any(row[1] == "ingest" for row in xcoms), "no XCom of an ingest task"
+    leaked += [leak for row in xcoms for leak in _leaks(secrets, f"XCom {row[0]}.{row[1]}.{row[2]}", row[3] or "")]
+    # what Kafka Connect stores: the configs its REST API returns, and its config topic
+    client = stack.connect_client()
+    names = client.list_connectors()
+    assert names
+    for name in names:
+        leaked += _leaks(secrets, f"connector config {name}", json.dumps(client.get_config(name)))
+    leaked += [
+        leak
+        for value in _connect_config_topic(stack.config.kafka_bootstrap)
+        for leak in _leaks(secrets, "Connect's config topic", value)
+    ]
+    # the lake: every file (catalog, metadata, manifests, data) and every row of every table
+    lake = stack.airflow.lake()
+    lake_files = [p for p in Path(lake.root).rglob("*") if p.is_file()]
+    assert any(p.suffix == ".parquet" for p in lake_files)
+    leaked += [leak for p in lake_files for leak in _leaks(secrets, f"lake file {p.name}", p.read_bytes())]
+    catalog = LakeMonitor(lake).catalog
+    tables = _all_tables(catalog)
+    assert len(tables) > 8
+    for ident in tables:
+        rows = catalog.load_table(ident).scan().to_arrow().to_pylist()
+        leaked += _leaks(secrets, f"lake table {'.'.join(ident)}", repr(rows))
+    assert sorted(set(leaked)) == []
 
 
 def test_airflow_answers_and_lists_the_cdc_view(demo: dict[str, Any], airflow: Any, stack: Stack) -> None:

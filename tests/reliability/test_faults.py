@@ -1,0 +1,268 @@
+"""Faults on the real local stack, each with a workload, each ending with the lake equal to the source database.
+
+One test-owned PostgreSQL capture (``rel_<run>_customers`` / ``rel_<run>_orders``, its own connector, topic prefix
+and slot) and one lake serve the whole module; every scenario writes its own id range with the demo workload
+(inserts, updates, deletes, multi-table transactions), injects its fault, runs ``cdclake ingest`` (again, where the
+fault made it fail) and ends with :func:`cdclake.reconcile.reconcile_source`: row counts, checksums and keys of
+both tables equal. Scenarios:
+
+* the Kafka Connect worker SIGKILLed mid-stream and restarted, so Debezium replays what it had not committed;
+* the Kafka broker restarted while a batch runs;
+* the Spark job killed at each crash point around the Iceberg commit, then rerun; the same batch run again;
+* records deleted from a topic before they were ingested (a retention gap): the batch stops naming the topic,
+  partition and offsets; ``--accept-gap`` acknowledges it and reconcile names the key left behind (last: see there);
+* a topic deleted and re-created under the connector: the batch stops, ``--accept-gap`` goes on from the new log.
+
+docs/reliability.md describes each scenario and what the system does.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import secrets
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+from owned_sources import CDCLAKE, OwnedSource, create_owned_tables, owned_spec, remove_source, run_ingest
+
+from cdclake.connect.lifecycle import ensure_connector, wait_running
+from cdclake.demo.database import app_sql, apply_demo_schema
+from cdclake.demo.topics import topic_end_offsets, wait_for_records
+from cdclake.demo.workload import run_workload
+from cdclake.lake import LakeConfig
+from cdclake.reconcile import reconcile_source
+from cdclake.stack import Stack
+from cdclake.stack.process import ManagedProcess
+
+pytestmark = [pytest.mark.reliability, pytest.mark.integration("stack")]
+
+RUN = secrets.token_hex(3)
+
+
+@dataclass
+class Capture:
+    """The module's capture, its lake, and the next free id range of the workloads."""
+
+    stack: Stack
+    src: OwnedSource
+    lake: Path
+    next_base: int = 10_000
+
+    @property
+    def bootstrap(self) -> str:
+        return self.stack.config.kafka_bootstrap
+
+    def id_base(self) -> int:
+        base, self.next_base = self.next_base, self.next_base + 10_000
+        return base
+
+    def workload(self) -> dict[str, int]:
+        """One demo workload in a fresh id range; returns the end offsets its records reach."""
+        topics = self.src.data_topics
+        before = topic_end_offsets(self.bootstrap, list(topics.values()))
+        with app_sql(self.stack, "postgres") as sql:
+            events = run_workload(sql, self.src.customers, self.src.orders, self.id_base())
+        return {topics[t]: before[topics[t]] + n for t, n in events.items()}
+
+    def ingest(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return run_ingest(self.src.spec_path, self.lake, "--json", *args, env=env)
+
+    def ingest_ok(self, *args: str) -> dict[str, Any]:
+        proc = self.ingest(*args)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+        return json.loads(proc.stdout)
+
+    def assert_lake_equals_source(self) -> None:
+        report = reconcile_source(self.src.spec, lake=LakeConfig.embedded(self.lake))
+        assert [t.status for t in report.tables] == ["equal", "equal"], [t.as_dict() for t in report.tables]
+        for t in report.tables:
+            assert t.source_rows == t.lake_rows > 0 and t.source_checksum == t.lake_checksum
+
+    def ingest_until_equal(self, timeout_s: float = 240) -> int:
+        """Ingest until the lake equals the source (records may still be on their way after a fault); returns the
+        number of ingest runs. Every run must exit 0."""
+        deadline = time.monotonic() + timeout_s
+        runs = 0
+        while True:
+            self.ingest_ok()
+            runs += 1
+            try:
+                self.assert_lake_equals_source()
+                return runs
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(5)
+
+
+@pytest.fixture(scope="module")
+def capture(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Capture]:
+    """The capture after its snapshot, ingested once into the module's lake and equal to the source."""
+    client = stack.connect_client()
+    apply_demo_schema(stack)
+    src = owned_spec(tmp_path_factory.mktemp("reliability-specs"), "postgres", f"rel_{RUN}")
+    try:
+        create_owned_tables(stack, src)
+        ensure_connector(client, src.spec, stack.database_endpoint(src.spec))
+        wait_running(client, src.spec.name)
+        cap = Capture(stack, src, tmp_path_factory.mktemp("reliability-lake"))
+        wait_for_records(cap.bootstrap, dict.fromkeys(src.data_topics.values(), 1))
+        cap.ingest_until_equal()
+        yield cap
+    finally:
+        stack.up()  # a scenario that failed half-way may have left a service down
+        remove_source(stack, client, "postgres", src.spec, (src.customers, src.orders))
+
+
+def test_connect_worker_sigkilled_mid_stream_then_restarted(capture: Capture, stack: Stack) -> None:
+    """Debezium commits its source offsets every 2 s (offset.flush.interval.ms): a SIGKILL loses the uncommitted
+    ones, so the restarted task streams those changes again. The lake applies each change once."""
+    connect = stack.service("connect")
+    pid = connect.process.pid()
+    assert pid is not None
+    writes: dict[str, int] = {}
+    writer = threading.Thread(target=lambda: [writes.update(capture.workload()) for _ in range(3)])
+    writer.start()
+    time.sleep(1.0)
+    os.kill(pid, signal.SIGKILL)
+    writer.join(timeout=120)
+    assert not writer.is_alive()
+    _wait_gone(connect.process)
+    stack.up()
+    wait_running(stack.connect_client(), capture.src.spec.name, timeout_s=180)
+    # every change made reaches Kafka at least once (replayed ones sit beyond the expected offsets)
+    ends = wait_for_records(capture.bootstrap, writes, timeout_s=240)
+    replayed = sum(ends[t] - n for t, n in writes.items())
+    capture.ingest_until_equal()
+    print(f"connect SIGKILL: {replayed} records beyond the workload's own (replayed after the restart)")
+
+
+def _wait_gone(process: ManagedProcess, timeout_s: float = 60) -> None:
+    """Until a killed process is gone (a large JVM takes a moment to tear down)."""
+    deadline = time.monotonic() + timeout_s
+    while process.running():
+        assert time.monotonic() < deadline, f"{process.name} still running {timeout_s:.0f} s after SIGKILL"
+        time.sleep(0.2)
+
+
+def test_kafka_broker_restarted_during_a_batch(capture: Capture, stack: Stack) -> None:
+    """The broker goes down while `cdclake ingest` plans or reads: the run fails cleanly or finishes, and the next
+    run leaves the lake equal to the source with no batch left pending."""
+    wait_for_records(capture.bootstrap, capture.workload())
+    proc = subprocess.Popen(
+        [CDCLAKE, "ingest", "--spec", str(capture.src.spec_path), "--lake", str(capture.lake), "--json"],
+        env=dict(os.environ, CDC_LAKE_DIR=str(capture.lake), CDC_LOG_LEVEL="WARNING"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(6.0)  # the driver JVM is up and the batch under way
+    kafka = stack.service("kafka")
+    assert kafka.process.stop(timeout_s=60)
+    time.sleep(3.0)
+    stack.up()
+    out, err = proc.communicate(timeout=600)
+    print(f"ingest during the broker restart: exit {proc.returncode}")
+    assert proc.returncode in (0, 1), out[-2000:] + err[-4000:]
+    wait_running(stack.connect_client(), capture.src.spec.name, timeout_s=180)
+    capture.ingest_until_equal()
+    assert capture.ingest_ok()["status"] == "no-new-records"
+
+
+@pytest.mark.parametrize("point", ["planned", "table:1", "after-commit"])
+def test_spark_job_killed_around_the_commit_then_rerun(capture: Capture, point: str) -> None:
+    """``CDC_FAULT_AT`` exits the driver abruptly (status 137) before (``planned``), during (``table:1``: the first
+    table committed, the second not) and after (``after-commit``) the Iceberg commits; the rerun redoes or finds
+    the planned batch. Every crash point on a replayed capture: tests/integration/test_exactly_once.py.
+    """
+    wait_for_records(capture.bootstrap, capture.workload())
+    crashed = capture.ingest(env={"CDC_FAULT_AT": point})
+    assert crashed.returncode == 137, crashed.stdout[-2000:] + crashed.stderr[-4000:]
+    assert f"injected crash at {point}" in crashed.stderr
+    capture.ingest_ok()
+    capture.assert_lake_equals_source()
+    if point == "after-commit":
+        # the same batch again: nothing new, nothing applied twice
+        assert capture.ingest_ok()["status"] == "no-new-records"
+        capture.assert_lake_equals_source()
+
+
+def _delete_records(bootstrap: str, topic: str, before_offset: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.delete_records([TopicPartition(topic, 0, before_offset)], request_timeout=30)
+    for future in futures.values():
+        future.result(timeout=60)
+
+
+def test_a_topic_deleted_and_recreated_stops_the_batch_until_it_is_accepted(capture: Capture, stack: Stack) -> None:
+    """A data topic deleted after its records were ingested, then re-created by the connector's next write: its
+    log restarts at 0, below the committed offset. The batch stops; ``--accept-gap`` continues from the new log.
+
+    Known fault, not covered: a re-created log that has grown to the committed offset or past it looks like the
+    old one (offsets alone cannot tell them apart; Kafka's topic ids could), so its first records are skipped.
+    Here the committed offset is well above the one record the new log gets."""
+    wait_for_records(capture.bootstrap, capture.workload())
+    capture.ingest_until_equal()
+    topic = capture.src.data_topics[capture.src.orders]
+    committed = topic_end_offsets(capture.bootstrap, [topic])[topic]
+    assert committed > 2
+    admin = AdminClient({"bootstrap.servers": capture.bootstrap})
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
+    deadline = time.monotonic() + 60
+    while topic in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
+        time.sleep(1)
+    with app_sql(stack, "postgres") as sql:
+        sql.execute(
+            f"INSERT INTO {capture.src.orders} (id, customer_id, amount, status, ordered_on) "
+            "VALUES (%s, 1, 5.00, 'new', %s)",
+            [capture.id_base(), dt.date(2024, 5, 1)],
+        )
+    wait_for_records(capture.bootstrap, {topic: 1}, timeout_s=180)
+
+    refused = capture.ingest()
+    assert refused.returncode == 1, refused.stdout[-2000:] + refused.stderr[-4000:]
+    assert topic in " ".join(refused.stderr.split())
+    accepted = capture.ingest_ok("--accept-gap", topic)
+    assert [g["topic"] for g in accepted["accepted_gaps"]] == [topic]
+    capture.ingest_until_equal()
+
+
+def test_a_retention_gap_stops_the_batch_until_it_is_accepted(capture: Capture, stack: Stack) -> None:
+    """Records deleted past the committed offset (what retention does to a lagging source): the batch stops before
+    reading, naming topic, partition and the lost offsets; ``--accept-gap`` acknowledges the loss for one run, the
+    ledger records who accepted what, and reconcile names the key the lost change left behind."""
+    topic = capture.src.data_topics[capture.src.customers]
+    committed = topic_end_offsets(capture.bootstrap, [topic])[topic]
+    # one update per existing row; the first of them is deleted from the log
+    with app_sql(stack, "postgres") as sql:
+        changed = sql.execute(f"UPDATE {capture.src.customers} SET email = 'lost-' || id WHERE id >= 0")
+    assert changed > 0
+    wait_for_records(capture.bootstrap, {topic: committed + changed})
+    _delete_records(capture.bootstrap, topic, committed + 1)
+
+    refused = capture.ingest()
+    assert refused.returncode == 1, refused.stdout[-2000:] + refused.stderr[-4000:]
+    message = " ".join(refused.stderr.split())
+    assert topic in message and f"offsets {committed}..{committed}" in message, message
+    assert "--accept-gap" in message
+
+    accepted = capture.ingest_ok("--accept-gap", topic, "--accepted-by", "reliability-test")
+    gaps = accepted["accepted_gaps"]
+    assert [(g["topic"], g["partition"], g["accepted_by"]) for g in gaps] == [(topic, 0, "reliability-test")]
+    # the lost change is missing from the lake, and reconcile names its key
+    customers = reconcile_source(capture.src.spec, lake=LakeConfig.embedded(capture.lake)).tables[0]
+    assert customers.status == "different" and len(customers.different_keys) == 1, customers.as_dict()
+    # Known fault, not asserted here: the transaction whose event was lost stays incomplete (its END counts an
+    # event the log no longer has), so later batches hold it, and every transaction after it, until
+    # max_incomplete_age_s expires it. This test runs last for that reason.

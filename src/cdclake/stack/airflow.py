@@ -37,7 +37,7 @@ from cdclake.lake import LakeConfig
 from cdclake.paths import lake_dir, project_home
 from cdclake.settings import interval_text, settings
 from cdclake.stack.base import Endpoint, Service
-from cdclake.stack.config import DEMO_DATABASE, StackConfig, connect_auth, password
+from cdclake.stack.config import DEMO_DATABASE, StackConfig, connect_auth, password, write_private
 
 logger = logging.getLogger(__name__)
 
@@ -266,8 +266,8 @@ class AirflowHome:
         """Write ``airflow.cfg``, the admin's password file and the environment file (idempotent)."""
         for folder in (self.path, self.path / "logs", self.path / "runs"):
             folder.mkdir(parents=True, exist_ok=True)
-        _write_private(self.config_file, self.render_config())
-        _write_private(self.passwords_file, json.dumps({ADMIN_USER: self.secrets["AIRFLOW_ADMIN_PASSWORD"]}))
+        write_private(self.config_file, self.render_config())
+        write_private(self.passwords_file, json.dumps({ADMIN_USER: self.secrets["AIRFLOW_ADMIN_PASSWORD"]}))
         env = {k: v for k, v in self.environment().items() if k != "PATH"}
         self.environment_file.write_text(json.dumps(env, indent=2) + "\n")
 
@@ -337,13 +337,6 @@ def spark_slots() -> int:
         ConfigError: when it is not a positive number.
     """
     return settings().spark_slots
-
-
-def _write_private(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    path.chmod(0o600)
 
 
 class AirflowService(Service):

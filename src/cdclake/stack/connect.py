@@ -14,7 +14,7 @@ from pathlib import Path
 import requests
 
 from cdclake.stack.base import Endpoint, Service
-from cdclake.stack.config import capture_secrets, connect_auth
+from cdclake.stack.config import capture_secrets, connect_auth, write_private
 from cdclake.stack.kafka import jvm_command
 
 #: Connector classes the worker must list in ``GET /connector-plugins`` before it counts as ready.
@@ -107,9 +107,7 @@ class ConnectService(Service):
         (self.home / "worker.properties").write_text(self.worker_properties())
         self.jaas_file.write_text(self.jaas_config())
         user, secret = connect_auth(self.secrets)
-        fd = os.open(self.credentials_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(f"{user}={secret}\n")
+        write_private(self.credentials_file, f"{user}={secret}\n")
 
     def worker_environment(self) -> dict[str, str]:
         """The worker's whole environment: :data:`WORKER_ENV` of ours, and the capture users' passwords.

@@ -23,13 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-import yaml
-from owned_sources import cli_ingest, remove_source
+from owned_sources import cli_ingest, owned_spec_doc, remove_source, write_spec
 from pyiceberg.catalog import load_catalog
 
 from cdclake.capture import capture_to_file, prefix_patterns
 from cdclake.connect.lifecycle import ensure_connector, wait_running
-from cdclake.connectors import ConnectorSpec, load_spec
+from cdclake.connectors import ConnectorSpec
 from cdclake.databases.schema_source import schema_source_for
 from cdclake.demo.database import AppSql, app_sql, apply_demo_schema
 from cdclake.demo.topics import topic_end_offsets, wait_for_records
@@ -70,34 +69,15 @@ class Source:
 
 
 def _spec_file(tmp: Path, which: str) -> Source:
-    base = load_spec(which)
     table = f"{'inventory' if which == 'postgres' else 'demo'}.so_{RUN}_items"
-    doc: dict[str, Any] = {
-        "name": f"so-{which[:2]}-{RUN}",
-        "connector": base.connector.value,
-        "connection_id": base.connection_id,
-        "capture_user": base.capture_user,
-        "capture_password": base.capture_password,
-        "topic_prefix": f"so{which[:2]}{RUN}",
-        "database": base.database,
-        "tables": [{"name": table, "lake": {"mode": "upsert", "schema_policy": "evolve"}}],
-        "snapshot_mode": "initial",
-        "signal_table": base.signal_table,
-        "signal_channels": ["source"],
-        "transaction_metadata": True,
-        "notifications": False,
-        "heartbeat_interval_ms": 0,
-        "converters": {"key_schemas_enable": False, "value_schemas_enable": False},
-        "kafka_bootstrap_servers": base.kafka_bootstrap_servers,
-    }
-    if which == "postgres":
-        doc["schema"] = "inventory"
-        doc["slot_name"] = f"so_{RUN}"
-    else:
-        doc["server_id"] = 186000 + int(RUN, 16) % 10000
-    path = tmp / f"so-{which}.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return Source(which, path, load_spec(path), table)
+    doc = owned_spec_doc(
+        which,
+        f"so_{RUN}",
+        [{"name": table, "lake": {"mode": "upsert", "schema_policy": "evolve"}}],
+        converters={"key_schemas_enable": False, "value_schemas_enable": False},
+    )
+    path, spec = write_spec(tmp, doc)
+    return Source(which, path, spec, table)
 
 
 def _insert(sql: AppSql, src: Source, rows: list[tuple[Any, ...]]) -> None:

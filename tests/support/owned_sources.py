@@ -39,13 +39,11 @@ class OwnedSource:
         return {t: f"{self.spec.topic_prefix}.{t}" for t in (self.customers, self.orders)}
 
 
-def owned_spec(tmp: Path, which: str, tag: str) -> OwnedSource:
-    """A spec capturing ``<tag>_customers`` and ``<tag>_orders`` of ``which`` (postgres | mariadb) with a connector,
-    topic prefix (and PostgreSQL slot) named after ``tag`` (lower-case letters, digits and ``_``), written under
-    ``tmp``."""
+def owned_spec_doc(which: str, tag: str, tables: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    """A spec document of a test-owned capture of ``which`` (postgres | mariadb): the ``tables`` entries, with a
+    connector, topic prefix (and PostgreSQL slot or MariaDB server id) named after ``tag`` (lower-case letters,
+    digits and ``_``), everything else as the stack's own spec; ``extra`` keys are added (e.g. ``converters``)."""
     base = load_spec(which)
-    namespace = "inventory" if which == "postgres" else "demo"
-    customers, orders = f"{namespace}.{tag}_customers", f"{namespace}.{tag}_orders"
     doc: dict[str, Any] = {
         "name": f"{tag.replace('_', '-')}-{which[:2]}",
         "connector": base.connector.value,
@@ -54,16 +52,14 @@ def owned_spec(tmp: Path, which: str, tag: str) -> OwnedSource:
         "capture_password": base.capture_password,
         "topic_prefix": f"{tag.replace('_', '')}{which[:2]}",
         "database": base.database,
-        "tables": [
-            {"name": customers, "lake": {"mode": "upsert", "partitioning": ["bucket(4, id)"]}},
-            {"name": orders, "lake": {"mode": "upsert"}},
-        ],
+        "tables": tables,
         "snapshot_mode": "initial",
         "signal_table": base.signal_table,
         "signal_channels": ["source"],
         "transaction_metadata": True,
         "notifications": False,
         "heartbeat_interval_ms": 0,
+        **extra,
         "kafka_bootstrap_servers": base.kafka_bootstrap_servers,
     }
     if which == "postgres":
@@ -71,9 +67,27 @@ def owned_spec(tmp: Path, which: str, tag: str) -> OwnedSource:
         doc["slot_name"] = tag
     else:
         doc["server_id"] = 185000 + zlib.crc32(tag.encode()) % 10000
-    path = tmp / f"{tag}-{which}.yaml"
+    return doc
+
+
+def write_spec(tmp: Path, doc: dict[str, Any]) -> tuple[Path, ConnectorSpec]:
+    """The spec document written as ``<tmp>/<name>.yaml``, and the spec loaded from it."""
+    path = tmp / f"{doc['name']}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return OwnedSource(which, path, load_spec(path), customers, orders)
+    return path, load_spec(path)
+
+
+def owned_spec(tmp: Path, which: str, tag: str) -> OwnedSource:
+    """A capture of ``<tag>_customers`` and ``<tag>_orders`` of ``which`` (:func:`owned_spec_doc`), written under
+    ``tmp``."""
+    namespace = "inventory" if which == "postgres" else "demo"
+    customers, orders = f"{namespace}.{tag}_customers", f"{namespace}.{tag}_orders"
+    tables = [
+        {"name": customers, "lake": {"mode": "upsert", "partitioning": ["bucket(4, id)"]}},
+        {"name": orders, "lake": {"mode": "upsert"}},
+    ]
+    path, spec = write_spec(tmp, owned_spec_doc(which, tag, tables))
+    return OwnedSource(which, path, spec, customers, orders)
 
 
 def create_owned_tables(stack: Stack, src: OwnedSource) -> None:

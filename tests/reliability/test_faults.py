@@ -43,7 +43,7 @@ from cdclake.demo.workload import run_workload
 from cdclake.lake import LakeConfig
 from cdclake.reconcile import reconcile_source
 from cdclake.stack import Stack
-from cdclake.stack.process import ManagedProcess
+from cdclake.stack.process import ManagedProcess, port_is_free, wait_until
 
 pytestmark = [pytest.mark.reliability, pytest.mark.integration("stack")]
 
@@ -138,7 +138,7 @@ def test_connect_worker_sigkilled_mid_stream_then_restarted(capture: Capture, st
     os.kill(pid, signal.SIGKILL)
     writer.join(timeout=120)
     assert not writer.is_alive()
-    _wait_gone(connect.process)
+    _wait_gone(connect.process, stack.config.host, stack.config.connect_port)
     stack.up()
     wait_running(stack.connect_client(), capture.src.spec.name, timeout_s=180)
     # every change made reaches Kafka at least once (replayed ones sit beyond the expected offsets)
@@ -148,12 +148,10 @@ def test_connect_worker_sigkilled_mid_stream_then_restarted(capture: Capture, st
     print(f"connect SIGKILL: {replayed} records beyond the workload's own (replayed after the restart)")
 
 
-def _wait_gone(process: ManagedProcess, timeout_s: float = 60) -> None:
-    """Until a killed process is gone (a large JVM takes a moment to tear down)."""
-    deadline = time.monotonic() + timeout_s
-    while process.running():
-        assert time.monotonic() < deadline, f"{process.name} still running {timeout_s:.0f} s after SIGKILL"
-        time.sleep(0.2)
+def _wait_gone(process: ManagedProcess, host: str, port: int, timeout_s: float = 60) -> None:
+    """Until a killed process is gone and its port free again (a large JVM takes a moment to tear down)."""
+    gone = wait_until(lambda: not process.running() and port_is_free(host, port), timeout_s, interval_s=0.2)
+    assert gone, f"{process.name} still running, or {host}:{port} still taken, {timeout_s:.0f} s after it was stopped"
 
 
 def test_kafka_broker_restarted_during_a_batch(capture: Capture, stack: Stack) -> None:
@@ -171,6 +169,7 @@ def test_kafka_broker_restarted_during_a_batch(capture: Capture, stack: Stack) -
     kafka = stack.service("kafka")
     assert kafka.process.stop(timeout_s=60)
     time.sleep(3.0)
+    _wait_gone(kafka.process, stack.config.host, stack.config.kafka_port)
     stack.up()
     out, err = proc.communicate(timeout=600)
     print(f"ingest during the broker restart: exit {proc.returncode}")

@@ -252,12 +252,30 @@ class ManagedProcess:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            state = fh.read().rsplit(")", 1)[1].split()[0]
-        return state != "Z"
-    except (FileNotFoundError, IndexError, ProcessLookupError):
+    """True while the process, or any of its threads, has not exited.
+
+    A killed multi-threaded process (a JVM) shows its main thread as a zombie while its other threads are still
+    exiting and holding its resources (its listening sockets among them): it counts as alive until they are gone.
+    """
+    state = _state(f"/proc/{pid}/stat")
+    if state is None:
         return False
+    if state != "Z":
+        return True
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    return any(_state(f"/proc/{pid}/task/{tid}/stat") not in (None, "Z") for tid in threads if tid != str(pid))
+
+
+def _state(stat_path: str) -> str | None:
+    """The state letter of a ``/proc/.../stat`` file (``R``, ``S``, ``Z``, ...), or None when it is gone."""
+    try:
+        with open(stat_path) as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
 
 
 def _is_ours(pid: int, marker: str) -> bool:

@@ -244,7 +244,7 @@ class BatchLedger:
         marker = (str(catalog.properties.get("uri")), ident)
         if marker in BatchLedger._ensured:
             return
-        catalog.create_namespace_if_not_exists(ident[:-1])
+        lake_rows.ensure_namespace(catalog, ident[:-1])
         schema = ledger_schema()
         table = catalog.create_table_if_not_exists(
             ident,

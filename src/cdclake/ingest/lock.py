@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from cdclake.exceptions import SourceBusyError
 from cdclake.lake.catalog import AUDIT_NAMESPACE
+from cdclake.lake.rows import ensure_namespace
 from cdclake.settings import Settings, settings
 
 if TYPE_CHECKING:
@@ -240,7 +241,7 @@ class SourceLock:
         self._append(self._table(), event)
 
     def _table(self) -> Any:
-        self.catalog.create_namespace_if_not_exists((AUDIT_NAMESPACE,))
+        ensure_namespace(self.catalog, (AUDIT_NAMESPACE,))
         table = self.catalog.create_table_if_not_exists(
             (AUDIT_NAMESPACE, LOCKS), schema=locks_schema(), properties=_PROPERTIES
         )

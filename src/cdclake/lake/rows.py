@@ -56,6 +56,16 @@ def identifier(name: str) -> tuple[str, ...]:
     return parts[1:] if parts[0] == CATALOG_NAME else parts
 
 
+def ensure_namespace(catalog: Catalog, namespace: tuple[str, ...]) -> None:
+    """Create ``namespace`` unless it exists, also when another process creates it at the same moment (pyiceberg's
+    SQL catalog then raises the database's unique-constraint error rather than ``NamespaceAlreadyExistsError``)."""
+    try:
+        catalog.create_namespace_if_not_exists(namespace)
+    except Exception:
+        if not catalog.namespace_exists(namespace):
+            raise
+
+
 def load(spark: SparkSession, name: str, lake: LakeConfig | None = None) -> Table | None:
     """The table called ``name`` (a Spark SQL name), or None when it does not exist."""
     from pyiceberg.exceptions import NoSuchTableError

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from cdclake.lake import audit
 from cdclake.lake.catalog import AUDIT_NAMESPACE
+from cdclake.lake.rows import ensure_namespace
 from cdclake.reconcile.source import ReconcileReport, TableReconciliation
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ def record_report(catalog: Catalog, report: ReconcileReport, run: str, checked_a
     rows = report_rows(report, run, checked_at or datetime.now(UTC))
     if not rows:
         return 0
-    catalog.create_namespace_if_not_exists((AUDIT_NAMESPACE,))
+    ensure_namespace(catalog, (AUDIT_NAMESPACE,))
     table = catalog.create_table_if_not_exists(
         (AUDIT_NAMESPACE, RECONCILIATION),
         schema=reconciliation_schema(),

@@ -10,14 +10,17 @@ import json
 import multiprocessing
 import os
 import time
+import traceback
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cdclake.exceptions import SourceBusyError
 from cdclake.ingest.lock import ACQUIRED, RELEASED, RENEWED, Owner, SourceLock, current_holder, source_lock
 from cdclake.lake import LakeConfig
+from cdclake.lake.rows import ensure_namespace
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -83,11 +86,16 @@ def test_current_holder(
 
 
 def _contender(root: str, out: str, hold_s: float) -> None:
-    catalog = _catalog(Path(root))
-    with source_lock(catalog, "pg", wait_s=120, label=f"contender {os.getpid()}"):
-        start = time.time()
-        time.sleep(hold_s)
-        end = time.time()
+    try:
+        catalog = _catalog(Path(root))
+        with source_lock(catalog, "pg", wait_s=120, label=f"contender {os.getpid()}"):
+            start = time.time()
+            time.sleep(hold_s)
+            end = time.time()
+    except BaseException:
+        with open(f"{out}.{os.getpid()}.err", "w") as fh:
+            fh.write(traceback.format_exc())
+        raise
     with open(out, "a") as fh:
         fh.write(json.dumps([start, end]) + "\n")
 
@@ -100,7 +108,8 @@ def test_racing_processes_hold_the_lock_one_at_a_time(tmp_path: Path) -> None:
         p.start()
     for p in procs:
         p.join(timeout=180)
-        assert p.exitcode == 0
+    errors = [f.read_text() for f in sorted(tmp_path.glob("intervals.jsonl.*.err"))]
+    assert [p.exitcode for p in procs] == [0, 0, 0], "\n".join(errors)
     intervals = sorted(json.loads(line) for line in out.read_text().splitlines())
     assert len(intervals) == 3
     for (_, end), (start, _) in zip(intervals, intervals[1:], strict=False):
@@ -159,3 +168,25 @@ def test_a_release_tidies_the_lock_table(tmp_path: Path, monkeypatch: pytest.Mon
     assert len(table.metadata.snapshots) == 1  # only the current snapshot is left
     with source_lock(catalog, "pg", wait_s=0):  # and the lock works as before
         pass
+
+
+def _create_audit_namespace(root: str, barrier: Any) -> None:
+    catalog = _catalog(Path(root))
+    barrier.wait(timeout=60)
+    ensure_namespace(catalog, ("cdc_audit",))
+
+
+def test_processes_creating_the_audit_namespace_at_once_all_go_on(tmp_path: Path) -> None:
+    """Two ingest runs starting on a fresh lake both create ``cdc_audit``: pyiceberg's SQL catalog lets the loser
+    fail with SQLite's unique-constraint error; ``ensure_namespace`` finds the namespace there and goes on."""
+    ctx = multiprocessing.get_context("spawn")
+    for round_ in range(2):
+        barrier = ctx.Barrier(3)
+        root = str(tmp_path / f"lake{round_}")
+        procs = [ctx.Process(target=_create_audit_namespace, args=(root, barrier)) for _ in range(3)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(timeout=120)
+        assert [p.exitcode for p in procs] == [0, 0, 0]
+        assert _catalog(Path(root)).namespace_exists(("cdc_audit",))

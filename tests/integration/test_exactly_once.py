@@ -99,7 +99,7 @@ def test_crash_at_any_point_then_rerun_is_exactly_once(tmp_path: Path) -> None:
     spec = tmp_path / "eo.yaml"
     spec.write_text(SPEC)
     lake = tmp_path / "lake"
-    faults = ["planned", "table-partial", "table:1", "table:2", "before-commit", "after-commit"]
+    faults = ["planned", "tombstones", "table-partial", "table:1", "table:2", "before-commit", "after-commit"]
     for fault in faults:  # each run crashes once, at that point of some batch, after earlier batches committed
         assert _replay(workload, lake, spec, fault=fault) == 137, fault
     # SIGKILL at a random moment of a run, one per seed (a run may finish first, not all of them)

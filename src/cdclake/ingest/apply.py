@@ -95,6 +95,9 @@ def mark_stale(
     """Add ``_stale`` (the event is not newer than the stored row or the key's delete tombstone) and
     ``_in_target`` (the table holds a row for the key).
 
+    A delete whose tombstone is already there (a redo after a crash between the tombstone commit and the
+    table's) is stale only once the table no longer holds the key: otherwise the redo deletes the row.
+
     Args:
         latest: output of :func:`latest_per_key`.
         stored: the lake table's ``key columns + _cdc_position``.
@@ -113,10 +116,18 @@ def mark_stale(
         if keys is not None:
             renamed = renamed.join(keys, on=list(key_columns), how="left_semi")
         out = out.join(renamed, on=list(key_columns), how="left")
-    stale: Column = F.lit(False)
-    for label in ("t", "x"):
-        if f"__pos_{label}" in out.columns:
-            stale = stale | F.coalesce(F.col(f"__pos_{label}") >= F.col("_cdc_position"), F.lit(False))
+    position = F.col("_cdc_position")
+    stored_pos = F.col("__pos_t") if "__pos_t" in out.columns else F.lit(None)
+    stale: Column = F.coalesce(stored_pos >= position, F.lit(False))
+    if "__pos_x" in out.columns:
+        # a tombstone at the event's own position is this delete's, committed before the row's delete (the two
+        # tables commit apart): the delete is done only when the table no longer holds the key at an older position
+        tomb = F.col("__pos_x")
+        stale = (
+            stale
+            | F.coalesce(tomb > position, F.lit(False))
+            | F.coalesce((tomb == position) & stored_pos.isNull(), F.lit(False))
+        )
     in_target = F.col("__pos_t").isNotNull() if "__pos_t" in out.columns else F.lit(False)
     return (
         out.withColumn(STALE, stale)

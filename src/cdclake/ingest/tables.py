@@ -319,6 +319,7 @@ class TableApplier:
                 else:
                     fresh.createOrReplaceTempView(f"cdc_batch_{tag}")
                     self.spark.sql(apply.tombstone_merge_sql(self.tombstones, f"cdc_batch_{tag}", keys))
+                crash_point("tombstones")
             matched = sum(n for (_, stale, present), n in split.items() if present and not stale)
             added = sum(n for (op, stale, present), n in split.items() if not present and not stale and op != "d")
             self._write_upsert(fresh, props, matched, added, data_cols, keep, tag)

@@ -168,3 +168,31 @@ def test_stored_keys_are_merged_new_keys_appended_and_a_redo_after_the_merge_fin
     assert "cdc.batch-id" not in partial[0]["summary"]
     assert snaps[-1]["operation"] == "append" and snaps[-1]["summary"]["cdc.batch-id"] == redo.batch_id
     assert ingest([]).status == "no-new-records"
+
+
+def test_a_redo_after_the_tombstones_committed_still_deletes_the_row(
+    spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tombstones and the table commit apart: a crash between them leaves the delete's tombstone at the
+    event's own position and the row still stored; the redo must not take the delete for an old one."""
+    table.create({"id": 1, "name": "a", "qty": 1}, lsn=100)
+    table.create({"id": 2, "name": "b", "qty": 1}, lsn=101)
+    ingest(table.take())
+    table.delete({"id": 1}, lsn=200)
+    table.update({"id": 2, "name": "b2", "qty": 2}, lsn=201)
+
+    def crash(point: str) -> None:
+        if point == "tombstones":
+            raise SystemExit("injected crash after the tombstones' commit")
+
+    monkeypatch.setattr("cdclake.ingest.tables.crash_point", crash)
+    with pytest.raises(SystemExit):
+        ingest(table.take())
+    assert rows(spark, prefix) == [(1, "a", 1), (2, "b", 1)]  # the table's own commit never happened
+    monkeypatch.undo()
+
+    redo = ingest([])
+    assert redo.redo
+    assert rows(spark, prefix) == [(2, "b2", 2)]
+    assert redo.tables[f"lake.{prefix}.inventory.items"]["applied_by_op"] == {"d": 1, "u": 1}
+    assert ingest([]).status == "no-new-records"

@@ -265,30 +265,8 @@ def _difference(got: dict[str, list[Any]], want: dict[str, list[Any]]) -> str:
     return "\n".join(lines)
 
 
-#: Seeds that hit a known fault, kept as strict expected failures so that the fix turns them into passes: a
-#: redelivered piece of a transaction applied by an earlier batch (an END alone, or some of its events) is taken
-#: for an incomplete transaction, so the batch holds it and every later transaction it straddles (pg 4: the lake
-#: stays behind with its checks passing; the others: the source stalls).
-KNOWN_FAULT = {("pg", 2), ("pg", 4), ("pg", 7), ("mariadb", 2)}
-REDELIVERED_TX_PIECE = (
-    "known fault: a redelivered piece of an already applied transaction is held as an incomplete transaction "
-    "(cdclake.ingest.transactions judges a transaction only from the current batch)"
-)
-
-
 def _cases() -> list[Any]:
-    return [
-        pytest.param(
-            c.name,
-            seed,
-            marks=[pytest.mark.xfail(strict=True, reason=REDELIVERED_TX_PIECE)]
-            if (c.name, seed) in KNOWN_FAULT
-            else [],
-            id=f"{c.name}-{seed}",
-        )
-        for c in CAPTURE_LIST
-        for seed in SEEDS
-    ]
+    return [pytest.param(c.name, seed, id=f"{c.name}-{seed}") for c in CAPTURE_LIST for seed in SEEDS]
 
 
 @pytest.mark.parametrize(("capture", "seed"), _cases())

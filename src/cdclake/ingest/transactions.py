@@ -15,6 +15,21 @@ wall clock, every incomplete transaction of a capture older than ``max_incomplet
 it is replayed; inside :func:`record_clock` "now" is the batch's latest record instead, so a capture
 cut inside a transaction days ago holds it, as a live batch at capture time would have.
 
+Two kinds of incomplete transaction are applied as they are, because waiting cannot complete them:
+
+* ``redelivered``: a piece (its END alone, or some of its events) of a transaction an earlier batch already
+  applied, delivered again after a Kafka Connect restart or a producer retry, or the late rest of a
+  transaction applied ``expired``. Whether an earlier batch applied it is asked of ``cdc_audit.transactions``
+  (the ``applied_before`` lookup of :func:`decide`) only for the batch's incomplete transactions. Its events
+  are older than, or as old as, what the lake holds, so applying them changes nothing; the rest of an expired
+  transaction is newer and is applied.
+* ``gap``: a transaction whose END counts events lost in a gap the run accepted (``--accept-gap``,
+  :class:`LostRecords`). It is judged lost, not late, only when the batch proves its events cannot still
+  come: its shortfall is in the collections of the gap's partitions, is no larger than what the gap lost,
+  and a transaction whose END is at or after its own has records in that partition after the gap (Debezium
+  writes a partition in commit order, so the missing events were in the gap). Otherwise it is held, and
+  expires like any other.
+
 A MySQL/MariaDB TRUNCATE is a statement committed on its own: Debezium emits its BEGIN and the truncate event,
 never an END. A transaction of a binlog connector whose only events are truncates is complete as it is.
 
@@ -27,7 +42,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -72,6 +87,29 @@ class TxStatus(StrEnum):
     HELD = "held"
     EXPIRED = "expired"
     MISMATCHED = "mismatched"
+    #: a piece of a transaction an earlier batch applied (module docstring): applied as is
+    REDELIVERED = "redelivered"
+    #: short of events lost in a gap the run accepted (module docstring): applied as is
+    GAP = "gap"
+
+
+#: Statuses whose events a batch applies.
+APPLIED = frozenset({TxStatus.COMPLETE, TxStatus.EXPIRED, TxStatus.MISMATCHED, TxStatus.REDELIVERED, TxStatus.GAP})
+
+
+@dataclass(frozen=True)
+class LostRecords:
+    """Records of one topic-partition lost in a gap the run accepted.
+
+    Attributes:
+        partition: the topic-partition.
+        collections: the data collections (``<schema-or-db>.<table>``) whose events the topic carries.
+        count: how many records were lost; None when unknown (a truncated or re-created log).
+    """
+
+    partition: TopicPartition
+    collections: frozenset[str]
+    count: int | None
 
 
 def tx_key(connector: Column, tx_id: Column) -> Column:
@@ -108,6 +146,8 @@ class TxInfo:
     #: the ops of its data events, and the connector that emitted them
     ops: set[str] = field(default_factory=set)
     connector: str | None = None
+    #: where its END event is (transaction topic-partition, offset)
+    end_at: tuple[TopicPartition, int] | None = None
 
     def add_offset(self, tp: TopicPartition, first: int, last: int | None = None) -> None:
         self.first_offsets[tp] = min(first, self.first_offsets.get(tp, first))
@@ -132,9 +172,7 @@ class TxPlan:
 
     def frontier(self) -> TxInfo | None:
         """The applied transaction with the greatest position (the consistent cut readers can use)."""
-        applied = [
-            t for t in self.transactions.values() if t.status not in (TxStatus.HELD, TxStatus.EMPTY) and t.position
-        ]
+        applied = [t for t in self.transactions.values() if t.status in APPLIED and t.position]
         return max(applied, key=lambda t: t.position or [], default=None)
 
     @property
@@ -233,6 +271,7 @@ def gather(
         tx.add_ts(row["kafka_ts"])
         if row["status"] == "END":
             tx.end_seen = True
+            tx.end_at = ((row["topic"], int(row["partition"])), int(row["offset"]))
             skipped = 0
             for dc in row["data_collections"] or []:
                 name = collection_name(dc["data_collection"])
@@ -252,8 +291,10 @@ def decide(
     max_incomplete_age: timedelta,
     enabled: bool = True,
     on_record_clock: bool | None = None,
+    applied_before: Callable[[Sequence[str]], Collection[str]] | None = None,
+    lost: Sequence[LostRecords] = (),
 ) -> TxPlan:
-    """Statuses and partition cuts (pure when ``on_record_clock`` is given).
+    """Statuses and partition cuts (pure when ``on_record_clock`` is given and ``applied_before`` is).
 
     Args:
         infos: from :func:`gather`.
@@ -263,38 +304,31 @@ def decide(
         enabled: transaction-consistent mode; when False everything is applied as is.
         on_record_clock: measure ages up to the latest record of ``infos`` instead of ``now`` when that
             is earlier (replays); None: as set by :func:`record_clock`.
+        applied_before: given the keys of the batch's incomplete transactions, those an earlier batch
+            applied (called at most once, only when some transaction is incomplete); None: none were.
+        lost: the records lost in the gaps the run accepted.
     """
     if _RECORD_CLOCK.get() if on_record_clock is None else on_record_clock:
         latest = max((t.last_ts for t in infos.values() if t.last_ts is not None), default=None)
         if latest is not None and latest < now:
             now = latest
+    incomplete = []
     for tx in infos.values():
-        observed_total = sum(tx.observed.values())
-        if not tx.observed and not tx.expected:
-            # BEGIN without END, or an END listing no captured collection: Debezium's binlog connectors
-            # emit BEGIN for transactions that touched no captured table (and no END); nothing to apply
-            tx.status = TxStatus.EMPTY
-        elif (
-            tx.end_seen
-            and set(tx.observed) <= set(tx.expected)
-            and all(tx.observed.get(dc, 0) == n for dc, n in tx.expected.items())
-            and (tx.expected_total is None or observed_total == tx.expected_total)
-        ):
-            tx.status = TxStatus.COMPLETE
-        elif tx.end_seen and (
-            bool(set(tx.observed) - set(tx.expected))
-            or any(tx.observed.get(dc, 0) > n for dc, n in tx.expected.items())
-            or (tx.expected_total is not None and observed_total > tx.expected_total)
-        ):
-            tx.status = TxStatus.MISMATCHED
-        elif not tx.end_seen and tx.ops == {"t"} and (tx.connector or "").lower() in BINLOG_CONNECTORS:
-            tx.status = TxStatus.COMPLETE  # a binlog TRUNCATE: no END ever comes (module docstring)
+        tx.status = _own_status(tx)
+        if tx.status is TxStatus.HELD:
+            incomplete.append(tx)
+    earlier: set[str] = set()
+    if incomplete and enabled and applied_before is not None:
+        earlier = set(applied_before(sorted(t.key for t in incomplete)))
+    for tx in incomplete:
+        if tx.key in earlier:
+            tx.status = TxStatus.REDELIVERED
         elif not enabled:
             tx.status = TxStatus.COMPLETE if tx.end_seen else TxStatus.EXPIRED
+        elif _lost_in_gap(tx, infos, lost):
+            tx.status = TxStatus.GAP
         elif tx.first_ts is not None and now - tx.first_ts > max_incomplete_age:
             tx.status = TxStatus.MISMATCHED if tx.end_seen else TxStatus.EXPIRED
-        else:
-            tx.status = TxStatus.HELD
     cuts: dict[TopicPartition, int] = {}
     if not enabled:
         return TxPlan(dict(infos), cuts, enabled)
@@ -308,12 +342,61 @@ def decide(
                         cuts[tp] = first
                         changed = True
         for tx in infos.values():
-            if tx.status not in (TxStatus.HELD, TxStatus.EMPTY) and any(
-                tp in cuts and last >= cuts[tp] for tp, last in tx.last_offsets.items()
-            ):
+            if tx.status in APPLIED and any(tp in cuts and last >= cuts[tp] for tp, last in tx.last_offsets.items()):
                 tx.status = TxStatus.HELD
                 changed = True
     return TxPlan(dict(infos), cuts, enabled)
+
+
+def _own_status(tx: TxInfo) -> TxStatus:
+    """What ``tx``'s own records say: empty, complete, mismatched (more events than its END counts), or held."""
+    observed_total = sum(tx.observed.values())
+    if not tx.observed and not tx.expected:
+        # BEGIN without END, or an END listing no captured collection: Debezium's binlog connectors
+        # emit BEGIN for transactions that touched no captured table (and no END); nothing to apply
+        return TxStatus.EMPTY
+    if (
+        tx.end_seen
+        and set(tx.observed) <= set(tx.expected)
+        and all(tx.observed.get(dc, 0) == n for dc, n in tx.expected.items())
+        and (tx.expected_total is None or observed_total == tx.expected_total)
+    ):
+        return TxStatus.COMPLETE
+    if tx.end_seen and (
+        bool(set(tx.observed) - set(tx.expected))
+        or any(tx.observed.get(dc, 0) > n for dc, n in tx.expected.items())
+        or (tx.expected_total is not None and observed_total > tx.expected_total)
+    ):
+        return TxStatus.MISMATCHED
+    if not tx.end_seen and tx.ops == {"t"} and (tx.connector or "").lower() in BINLOG_CONNECTORS:
+        return TxStatus.COMPLETE  # a binlog TRUNCATE: no END ever comes (module docstring)
+    return TxStatus.HELD
+
+
+def _lost_in_gap(tx: TxInfo, infos: Mapping[str, TxInfo], lost: Sequence[LostRecords]) -> bool:
+    """Whether the events ``tx``'s END counts and the batch lacks were lost in an accepted gap (module
+    docstring): every short collection is carried by a gap's partition, the gaps lost at least that many
+    records, and in one of those partitions a transaction whose END is at or after ``tx``'s has records."""
+    if not tx.end_seen or tx.end_at is None or not lost:
+        return False
+    end_tp, end_offset = tx.end_at
+    later_in = {
+        tp
+        for other in infos.values()
+        if other.end_at is not None and other.end_at[0] == end_tp and other.end_at[1] >= end_offset
+        for tp in other.first_offsets
+    }
+    for dc, expected in tx.expected.items():
+        missing = expected - tx.observed.get(dc, 0)
+        if missing <= 0:
+            continue
+        gaps = [g for g in lost if dc in g.collections]
+        counts = [g.count for g in gaps]
+        if not gaps or (None not in counts and sum(c or 0 for c in counts) < missing):
+            return False
+        if not any(g.partition in later_in for g in gaps):
+            return False
+    return True
 
 
 def before_cuts(
@@ -347,7 +430,7 @@ def audit_rows(plan: TxPlan, source: str, batch_id: str) -> list[dict[str, Any]]
                     "tx_id": tx.key,
                     "data_collection": dc,
                     "expected": tx.expected.get(dc) if tx.end_seen else None,
-                    "applied": 0 if tx.status is TxStatus.HELD else tx.observed.get(dc, 0),
+                    "applied": tx.observed.get(dc, 0) if tx.status in APPLIED else 0,
                     "seen": tx.observed.get(dc, 0),
                     "status": tx.status.value,
                     "end_seen": tx.end_seen,

@@ -184,3 +184,26 @@ def append_frame(spark: SparkSession, table: AuditTable, frame: DataFrame, write
         return False
     frame.writeTo(table.sql_name).option(f"snapshot-property.{WRITE_ID}", write_id).append()
     return True
+
+
+def applied_transactions(spark: SparkSession, source: str, tx_ids: Sequence[str], *, except_batch: str) -> set[str]:
+    """Those of ``tx_ids`` a batch of ``source`` other than ``except_batch`` applied (its ``transactions`` rows
+    with a status other than ``held``), read through pyiceberg: the scan's filter on ``source`` and ``tx_id``
+    prunes the data files by their column bounds."""
+    from pyiceberg.expressions import And, EqualTo, In, NotEqualTo
+
+    if not tx_ids:
+        return set()
+    table = lake_rows.load(spark, TRANSACTIONS.sql_name)
+    if table is None:
+        return set()
+    found = table.scan(
+        row_filter=And(
+            EqualTo("source", source),
+            In("tx_id", set(tx_ids)),
+            NotEqualTo("status", "held"),
+            NotEqualTo("batch_id", except_batch),
+        ),
+        selected_fields=("tx_id",),
+    ).to_arrow()
+    return set(found.column("tx_id").to_pylist())

@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from cdclake.ingest.config import SourceConfig
 from cdclake.ingest.offsets import OffsetRange, end_offsets
 from cdclake.ingest.runner import replay_files
-from cdclake.ingest.transactions import TxInfo, TxStatus, decide, tx_key_py
+from cdclake.ingest.transactions import LostRecords, TxInfo, TxStatus, decide, tx_key_py
 
 from .conftest import RunBatch, rows
 from .events import PgTable, Transaction, TxLog
@@ -116,6 +116,50 @@ def test_missing_event_is_reported_as_a_mismatch_after_the_age_limit(
     assert rows(spark, prefix) == [(1, "a", 1)]  # applied as it is, and reported
 
 
+def test_a_redelivered_piece_of_an_applied_transaction_does_not_hold_the_source(
+    spark: SparkSession, prefix: str, ingest: RunBatch
+) -> None:
+    """After a Kafka Connect restart, Debezium may send again an END (or some events) of a transaction an
+    earlier batch applied: a later batch applies that piece again (changing nothing) instead of holding it,
+    and every transaction after it, for want of the events the earlier batch had."""
+    items, log = PgTable(prefix, "items"), TxLog(prefix)
+    t1 = Transaction(log, 980)
+    t1.begin(100)
+    items.tx = t1
+    items.create({"id": 1, "name": "a", "qty": 1}, lsn=101)
+    items.create({"id": 2, "name": "b", "qty": 1}, lsn=102)
+    t1.end(103)
+    sent_items, sent_log = items.take(), log.take()
+    first = ingest(sent_items, sent_log)
+    assert first.transactions["counts"]["complete"] == 1
+    # redelivered at new offsets: T1's second event and its END; then T2 updates id 2 and T3 inserts id 3
+    for table, record in ((items, sent_items[-1]), (log, sent_log[-1])):
+        table.records.append(dict(record, offset=table.offset))
+        table.offset += 1
+    t2 = Transaction(log, 981)
+    t2.begin(200)
+    items.tx = t2
+    items.update({"id": 2, "name": "b2", "qty": 5}, lsn=201)
+    t2.end(202)
+    t3 = Transaction(log, 982)
+    t3.begin(300)
+    items.tx = t3
+    items.create({"id": 3, "name": "c", "qty": 1}, lsn=301)
+    t3.end(302)
+    second = ingest(items.take(), log.take())
+    counts = second.transactions["counts"]
+    assert (counts["complete"], counts["redelivered"], counts["held"], counts["mismatched"]) == (2, 1, 0, 0)
+    assert second.transactions["ids"]["redelivered"] == ["980"] and second.as_dict()["checks"]["ok"]
+    assert rows(spark, prefix) == [(1, "a", 1), (2, "b2", 5), (3, "c", 1)]  # the old event did not undo T2
+    assert [a[1:] for a in _audit(spark, prefix) if a[0] == second.batch_id] == [
+        ("980", "inventory.items", 2, 1, "redelivered"),
+        ("981", "inventory.items", 1, 1, "complete"),
+        ("982", "inventory.items", 1, 1, "complete"),
+    ]
+    # nothing is left to the next batch
+    assert ingest().status == "no-new-records"
+
+
 def test_replay_of_a_capture_cut_mid_transaction(spark: SparkSession, prefix: str, tmp_path: Path) -> None:
     items, other, log = PgTable(prefix, "items"), PgTable(prefix, "other"), TxLog(prefix)
     tx = Transaction(log, 970)
@@ -211,3 +255,127 @@ def test_empty_transactions_and_signal_events_do_not_hold_anything() -> None:
         "0-1-9": TxStatus.COMPLETE,
     }
     assert plan.frontier() is None or plan.frontier().key == "0-1-9"
+
+
+def test_decide_asks_which_incomplete_transactions_were_applied_before() -> None:
+    """Only the incomplete transactions are looked up, once; those an earlier batch applied are
+    ``redelivered`` and hold nothing; the others hold their partitions as before."""
+    tp, txt = ("p.s.t", 0), ("p.transaction", 0)
+    now = datetime(2026, 1, 1)
+    end_only = TxInfo(
+        key="7", end_seen=True, expected={"s.t": 2}, end_at=(txt, 0), first_offsets={txt: 0}, last_offsets={txt: 0}
+    )
+    piece = TxInfo(key="8", observed={"s.t": 1}, first_offsets={tp: 0}, last_offsets={tp: 0}, first_ts=now)
+    later = TxInfo(
+        key="9",
+        end_seen=True,
+        expected={"s.t": 1},
+        observed={"s.t": 1},
+        end_at=(txt, 2),
+        first_offsets={tp: 1, txt: 1},
+        last_offsets={tp: 1, txt: 2},
+        first_ts=now,
+    )
+    asked: list[list[str]] = []
+
+    def applied_before(keys: list[str]) -> set[str]:
+        asked.append(list(keys))
+        return {"7"}
+
+    def decided(*infos: TxInfo) -> dict[str, TxStatus]:
+        plan = decide(
+            {t.key: t for t in infos},
+            {tp: 2, txt: 3},
+            now=now,
+            max_incomplete_age=timedelta(minutes=10),
+            applied_before=applied_before,
+        )
+        return {t.key: t.status for t in plan.transactions.values()}
+
+    assert decided(end_only, piece, later) == {
+        "7": TxStatus.REDELIVERED,
+        "8": TxStatus.HELD,
+        "9": TxStatus.HELD,  # it straddles the cut of 8
+    }
+    assert asked == [["7", "8"]]
+    asked.clear()
+    assert decided(end_only, later) == {"7": TxStatus.REDELIVERED, "9": TxStatus.COMPLETE}
+    asked.clear()
+    assert decided(later) == {"9": TxStatus.COMPLETE}
+    assert asked == []  # a batch of complete transactions asks nothing
+
+
+def _gap_case(lost_count: int | None, later_end: int, t1_after_gap: bool = True) -> dict[str, TxStatus]:
+    """T1's END (at offset 5 of the transaction topic) counts 3 events of s.t; the batch holds 2 of them
+    (none when not ``t1_after_gap``), read right after a gap of ``lost_count`` records of ``p.s.t``; T2 (END at
+    ``later_end``) has a record after them."""
+    tp, txt = ("p.s.t", 0), ("p.transaction", 0)
+    now = datetime(2026, 1, 1)
+    t1 = TxInfo(
+        key="1",
+        end_seen=True,
+        expected={"s.t": 3},
+        observed={"s.t": 2} if t1_after_gap else {},
+        end_at=(txt, 5),
+        first_offsets={tp: 10, txt: 5} if t1_after_gap else {txt: 5},
+        last_offsets={tp: 11, txt: 5} if t1_after_gap else {txt: 5},
+        first_ts=now,
+    )
+    t2 = TxInfo(
+        key="2",
+        end_seen=True,
+        expected={"s.t": 1},
+        observed={"s.t": 1},
+        end_at=(txt, later_end),
+        first_offsets={tp: 12, txt: later_end},
+        last_offsets={tp: 12, txt: later_end},
+        first_ts=now,
+    )
+    plan = decide(
+        {"1": t1, "2": t2},
+        {tp: 13, txt: 8},
+        now=now,
+        max_incomplete_age=timedelta(minutes=10),
+        lost=[LostRecords(tp, frozenset({"s.t"}), lost_count)],
+    )
+    return {t.key: t.status for t in plan.transactions.values()}
+
+
+def test_a_transaction_short_of_events_lost_in_an_accepted_gap_is_applied_as_gap() -> None:
+    assert _gap_case(lost_count=1, later_end=7) == {"1": TxStatus.GAP, "2": TxStatus.COMPLETE}
+    assert _gap_case(lost_count=None, later_end=7) == {"1": TxStatus.GAP, "2": TxStatus.COMPLETE}  # re-created log
+    # T1's own records after the gap show its missing one was before them
+    assert _gap_case(lost_count=1, later_end=4)["1"] is TxStatus.GAP
+    # all of T1's events lost: T2, committed after it, has a record after the gap
+    assert _gap_case(lost_count=3, later_end=7, t1_after_gap=False)["1"] is TxStatus.GAP
+
+
+def test_a_transaction_whose_missing_events_may_still_come_is_held_despite_a_gap() -> None:
+    # the gap lost fewer records than T1 misses
+    assert _gap_case(lost_count=1, later_end=7, t1_after_gap=False) == {"1": TxStatus.HELD, "2": TxStatus.HELD}
+    # nothing after the gap was committed after T1: its events may be written after the batch's read
+    # (Debezium sends END and data events to different topics)
+    assert _gap_case(lost_count=3, later_end=4, t1_after_gap=False)["1"] is TxStatus.HELD
+
+
+def test_a_gap_in_another_collection_does_not_excuse_a_short_transaction() -> None:
+    tp, other, txt = ("p.s.t", 0), ("p.s.u", 0), ("p.transaction", 0)
+    now = datetime(2026, 1, 1)
+    t1 = TxInfo(
+        key="1",
+        end_seen=True,
+        expected={"s.t": 2},
+        observed={"s.t": 1},
+        end_at=(txt, 5),
+        first_offsets={tp: 10, txt: 5},
+        last_offsets={tp: 10, txt: 5},
+        first_ts=now,
+    )
+    plan = decide(
+        {"1": t1},
+        {tp: 11, txt: 6},
+        now=now,
+        max_incomplete_age=timedelta(minutes=10),
+        lost=[LostRecords(other, frozenset({"s.u"}), 5)],
+    )
+    assert plan.transactions["1"].status is TxStatus.HELD

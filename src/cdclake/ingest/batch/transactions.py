@@ -13,8 +13,18 @@ from dataclasses import dataclass
 from datetime import UTC, timedelta
 from typing import TYPE_CHECKING, Any
 
-from cdclake.ingest.offsets import TopicPartition, end_offsets, ranges_to_json
-from cdclake.ingest.transactions import TxPlan, cut_offsets, decide, gather, group_by_status
+from cdclake.ingest.offsets import GapKind, TopicPartition, end_offsets, ranges_to_json
+from cdclake.ingest.transactions import (
+    LostRecords,
+    TxPlan,
+    TxStatus,
+    collection_name,
+    cut_offsets,
+    decide,
+    gather,
+    group_by_status,
+)
+from cdclake.lake import audit
 
 if TYPE_CHECKING:
     from cdclake.decode.batch import TableStats
@@ -71,7 +81,12 @@ def decide_transactions(ctx: BatchContext, plan: BatchPlan, decoded: BatchDecode
             now=plan.planned_at,
             max_incomplete_age=timedelta(seconds=source.max_incomplete_age_s),
             enabled=source.transaction_consistent,
+            applied_before=lambda keys: audit.applied_transactions(
+                ctx.spark, ctx.name, keys, except_batch=plan.batch_id
+            ),
+            lost=lost_records(plan, decoded),
         )
+        _log_applied_incomplete(ctx, plan, tx_plan)
         cuts = cut_offsets(tx_plan.cuts, decoded.schema_cuts)
         if cuts:
             logger.info(
@@ -89,6 +104,46 @@ def decide_transactions(ctx: BatchContext, plan: BatchPlan, decoded: BatchDecode
             held_everything=bool(cuts) and all(cuts.get((r.topic, r.partition), r.end) <= r.start for r in plan.ranges),
             source_ts=_source_ts_range([s for s in stats.values() if s is not None]),
         )
+
+
+def lost_records(plan: BatchPlan, decoded: BatchDecoded) -> list[LostRecords]:
+    """The records lost in the batch's accepted gaps, each with the data collections of its topic (the decoded
+    tables read from it; else the topic's last two parts, Debezium's ``<prefix>.<schema>.<table>``)."""
+    out = []
+    for accepted in plan.accepted_gaps:
+        g = accepted.gap
+        collections = frozenset(
+            collection_name(f"{tid.namespace}.{tid.table}")
+            for tid, info in decoded.batch.table_info.items()
+            if g.topic in info.topics
+        ) or frozenset({collection_name(g.topic)})
+        count = g.log_start - g.committed if g.kind is GapKind.DELETED else None
+        out.append(LostRecords((g.topic, g.partition), collections, count))
+    return out
+
+
+def _log_applied_incomplete(ctx: BatchContext, plan: BatchPlan, tx_plan: TxPlan) -> None:
+    for t in tx_plan.transactions.values():
+        if t.status is TxStatus.REDELIVERED:
+            logger.info(
+                "source %s batch %s: transaction %s was applied by an earlier batch; its %d redelivered events "
+                "(END %s) are applied again (the lake keeps any newer row)",
+                ctx.name,
+                plan.batch_id,
+                t.key,
+                sum(t.observed.values()),
+                "seen" if t.end_seen else "not seen",
+            )
+        elif t.status is TxStatus.GAP:
+            logger.warning(
+                "source %s batch %s: transaction %s lost events in an accepted gap (END counts %s, the log holds "
+                "%s); applied as it is",
+                ctx.name,
+                plan.batch_id,
+                t.key,
+                t.expected,
+                t.observed,
+            )
 
 
 def _commit_properties(source: str, plan: BatchPlan, tx_plan: TxPlan) -> dict[str, str]:

@@ -44,6 +44,11 @@ SKIPPED_OPERATIONS = "skipped.operations"
 #: Debezium skips truncates by default (``t``); the lake applies them (rows before the truncate go)
 SKIPPED_OPERATIONS_DEFAULT = "none"
 HEARTBEAT_INTERVAL_MS_DEFAULT = 10_000
+#: Debezium's retries of a retriable error (a lost connection, a refused login) before the task fails; its own
+#: default, -1, retries for ever with the task RUNNING, so an operator never sees a lost privilege
+ERRORS_MAX_RETRIES = "errors.max.retries"
+#: about five minutes of retries at Debezium's ``retriable.restart.connector.wait.ms`` (10 s) before FAILED
+ERRORS_MAX_RETRIES_DEFAULT = 30
 INCLUDE_SCHEMA_CHANGES = "include.schema.changes"
 
 # --- database endpoint (relational connectors) -------------------------------------------------

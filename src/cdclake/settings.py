@@ -191,6 +191,14 @@ class Settings:
         "a directory",
         shown_default="`$CDC_HOME/.stack`",
     )
+    spec_dir: Path | None = _var(
+        "CDC_SPEC_DIR",
+        None,
+        "the connector specs (`*.yaml`) the DAGs, the jobs and `cdclake` read by name",
+        _path,
+        "a directory",
+        shown_default="`$CDC_HOME/include/connectors`",
+    )
     lake_dir: Path | None = _var(
         "CDC_LAKE_DIR",
         None,

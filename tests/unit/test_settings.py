@@ -24,6 +24,7 @@ GIVEN: dict[str, tuple[str, Any]] = {
     "home": ("/opt/cdclake", Path("/opt/cdclake")),
     "jvm_dir": ("/opt/jvm", Path("/opt/jvm")),
     "stack_dir": ("relative/stack", Path("relative/stack")),
+    "spec_dir": ("/etc/cdclake/specs", Path("/etc/cdclake/specs")),
     "lake_dir": ("/data/lake", Path("/data/lake")),
     "run_dir": ("/tmp/runs", Path("/tmp/runs")),
     "lake_kind": ("rest", "rest"),

@@ -27,6 +27,7 @@ from cdclake.connectors.spec import (
 )
 from cdclake.exceptions import CdcError, ConnectorSpecError
 from cdclake.paths import project_home
+from cdclake.settings import settings
 
 SPEC_DIR_RELATIVE = Path("include") / "connectors"
 SPEC_SUFFIXES = (".yaml", ".yml")
@@ -37,12 +38,13 @@ _SECRET_KEY = re.compile(r"password|secret|token|connection\.string", re.IGNOREC
 
 
 def spec_dir() -> Path:
-    """The default spec directory, ``<project>/include/connectors``.
+    """The default spec directory: ``CDC_SPEC_DIR``, else ``<project>/include/connectors``.
 
     Raises:
         NotInstalledError: when the project directory cannot be found (set ``CDC_HOME``).
     """
-    return project_home() / SPEC_DIR_RELATIVE
+    configured = settings().spec_dir
+    return configured.resolve() if configured else project_home() / SPEC_DIR_RELATIVE
 
 
 def resolve_spec_path(spec: str | Path, directory: str | Path | None = None) -> Path:

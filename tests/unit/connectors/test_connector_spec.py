@@ -280,3 +280,14 @@ def test_parse_partition(expr: str, expected: str) -> None:
 def test_parse_partition_rejects(expr: str) -> None:
     with pytest.raises(ValueError):
         parse_partition(expr)
+
+
+def test_cdc_spec_dir_is_where_specs_are_read_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = yaml.safe_load((SPEC_DIR / "postgres.yaml").read_text())
+    doc.update(name="elsewhere", topic_prefix="elsewhere", errors_max_retries=3)
+    (tmp_path / "elsewhere.yaml").write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("CDC_SPEC_DIR", str(tmp_path))
+    assert list(load_specs()) == ["elsewhere"]
+    assert load_spec("elsewhere").errors_max_retries == 3
+    monkeypatch.delenv("CDC_SPEC_DIR")
+    assert "elsewhere" not in load_specs() and load_spec("postgres").errors_max_retries == 30

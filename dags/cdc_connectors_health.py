@@ -3,14 +3,16 @@
 
 Every 10 minutes: asks Kafka Connect for the status of the connector of every active spec (specs
 whose source connection is defined). A connector that is FAILED, or has a FAILED task, gets its failed
-tasks restarted and is watched for up to 90 s: RUNNING for 15 s, it counts as restarted (the task log
-keeps the trace it failed with); FAILED again, the run **fails**, quoting the worker's stack trace, so
-the alert (task failure notification) says what broke. A connector that is not registered fails the
-run too. It is skipped when no spec has its connection defined. Non-RUNNING states (PAUSED,
-UNASSIGNED) are logged as warnings.
+tasks restarted and is watched for up to 90 s, and the run **fails** (no retry), quoting the worker's
+stack trace, so the alert (task failure notification) says what broke: FAILED again, with the new trace;
+RUNNING for 15 s, saying it was restarted. A restart into a lasting fault runs while Debezium retries
+(`errors_max_retries`, about five minutes by default) before it fails again, so only a run that finds
+nothing FAILED is green. A connector that is not registered fails the run too. It is skipped when no
+spec has its connection defined. Non-RUNNING states (PAUSED, UNASSIGNED) are logged as warnings.
 
 Fix: look at the trace and fix the cause (a revoked grant, a dropped slot, ...); the next run restarts
-the connector (or trigger this DAG, or `cdc_connectors`, which also restarts failed tasks).
+the connector and reports it, the one after is green (or trigger this DAG, or `cdc_connectors`, which
+also restarts failed tasks).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from cdclake.connect import ConnectorStatus
 from cdclake.connectors import ConnectorKind, ConnectorSpec, load_spec, load_specs
 from cdclake.databases import open_database
-from cdclake.exceptions import ConnectError, ConnectorFailedError
+from cdclake.exceptions import ConnectError
 from cdclake.ingest.summary import SOURCE_BUSY
 from cdclake.lake.audit import DEAD_LETTERS
 from cdclake.lake.names import spec_table_identifier
@@ -86,6 +86,9 @@ def validate_connector_specs(requested: Sequence[str] | None, kafka_connect_conn
 #: How long the health check watches a restarted connector, and how long it must stay RUNNING to count as restarted.
 RESTART_WAIT_S = 90.0
 RESTART_SETTLE_S = 15.0
+#: Connect restarts tasks asynchronously: a FAILED status read this soon after the restart, before any other state
+#: was seen, may be the old failure
+RESTART_STALE_S = 10.0
 
 
 def check_connectors_health(
@@ -96,19 +99,22 @@ def check_connectors_health(
     settle_s: float = RESTART_SETTLE_S,
     sleep: Callable[[float], None] = time.sleep,
 ) -> dict[str, str]:
-    """Restart the failed tasks of every FAILED connector of an active spec; fail when one is still FAILED (its
-    cause not fixed yet) or a connector is missing, quoting the trace.
+    """Restart the failed tasks of every FAILED connector of an active spec, and fail the run (the alert) when a
+    connector was FAILED or is missing, quoting the trace.
 
     A FAILED connector's failed tasks are restarted (``POST /connectors/<name>/restart?onlyFailed=true``) and
-    watched for up to ``restart_wait_s``: once RUNNING for ``settle_s`` it counts as restarted (logged with the
-    trace it failed with); FAILED again, or not RUNNING in time, it is a failure. So a run alerts while the cause
-    lasts, and the first run after the fix brings the connector back.
+    watched for up to ``restart_wait_s``. FAILED again, the failure is the new trace; RUNNING for ``settle_s``,
+    the failure says it was restarted and runs again. The run fails either way: a restart into a lasting fault
+    (a capture user that lost a privilege) runs while Debezium retries, up to ``errors_max_retries``, longer
+    than any watch. So every run alerts while the cause lasts, the first run after the fix brings the connector
+    back (and reports it), and the next one is green. The verdict is not retried (``AirflowFailException``):
+    a retry would find the restarted task RUNNING and pass.
 
     Returns:
-        connector -> one-line status, for the XCom (``restarted after: ...`` for a restarted one).
+        connector -> one-line status, for the XCom (only when no connector was FAILED or missing).
 
     Raises:
-        ConnectorFailedError: with every failure (the worker's stack traces included).
+        AirflowFailException: with every failure (the worker's stack traces included); no task retry.
         AirflowSkipException: when no spec has its source connection defined (nothing runs here).
     """
     specs = active_specs(requested)
@@ -118,7 +124,7 @@ def check_connectors_health(
     statuses = hook.list_connectors(expand_status=True)
     assert isinstance(statuses, dict)
     expected = {s.name: s.connect_name for s in specs}
-    restarted: dict[str, str] = {}
+    restarted: list[str] = []
     for connector in failed_connectors(expected, statuses):
         trace = statuses[connector].failure_summary()
         log.warning("restarting the failed tasks of connector %s, which failed with:\n%s", connector, trace)
@@ -126,28 +132,33 @@ def check_connectors_health(
         statuses[connector] = _watch_restart(hook, connector, restart_wait_s, settle_s, sleep)
         if statuses[connector].is_running:
             log.warning("connector %s is RUNNING again after its restart", connector)
-            restarted[connector] = trace.splitlines()[0]
+            restarted.append(
+                f"connector {connector} was FAILED; its failed tasks were restarted and it has been RUNNING for "
+                f"{settle_s:.0f} s. If the cause lasts, Debezium fails it again after its retries "
+                f"(errors_max_retries) and the next run alerts again. It failed with:\n{trace}"
+            )
     failures, warnings = connector_health_problems(expected, statuses)
     for warning in warnings:
         log.warning("%s", warning)
-    if failures:
-        raise ConnectorFailedError("\n\n".join(failures))
-    return {
-        s.connect_name: statuses[s.connect_name].describe()
-        + (f" (restarted after: {restarted[s.connect_name]})" if s.connect_name in restarted else "")
-        for s in specs
-    }
+    if failures or restarted:
+        raise AirflowFailException("\n\n".join(failures + restarted))
+    return {s.connect_name: statuses[s.connect_name].describe() for s in specs}
 
 
 def _watch_restart(
     hook: KafkaConnectHook, connector: str, wait_s: float, settle_s: float, sleep: Callable[[float], None]
 ) -> ConnectorStatus:
-    """The connector's status once it is FAILED again, RUNNING for ``settle_s``, or ``wait_s`` went by."""
+    """The connector's status once it is FAILED again, RUNNING for ``settle_s``, or ``wait_s`` went by.
+
+    FAILED counts as failed again once the restart has shown (another state was seen) or after
+    :data:`RESTART_STALE_S`: until then it may be the failure the restart is replacing."""
     waited, running_for = 0.0, 0.0
     step = 2.0
+    restarted = False
     while True:
         status = hook.status(connector)
-        if status.is_failed or waited >= wait_s:
+        restarted = restarted or not status.is_failed
+        if (status.is_failed and (restarted or waited >= RESTART_STALE_S)) or waited >= wait_s:
             return status
         running_for = running_for + step if status.is_running else 0.0
         if running_for > settle_s:

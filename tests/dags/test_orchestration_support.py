@@ -14,7 +14,7 @@ import pytest
 from cdclake.assets import asset_uri, iceberg_table_asset
 from cdclake.connect import ConnectorStatus
 from cdclake.connectors import load_specs
-from cdclake.exceptions import ConfigError, ConnectorFailedError
+from cdclake.exceptions import ConfigError
 from cdclake.lake.names import catalog_identifier, spec_table_identifier, table_identifier
 from cdclake.orchestration import (
     SnapshotRequest,
@@ -227,7 +227,10 @@ def test_health_problems_quote_traces_and_name_missing_connectors() -> None:
 
 
 def test_health_check_restarts_a_failed_connector_and_fails_while_it_fails_again() -> None:
-    """The cause still there: the restart fails again and the run fails with the trace (the alert)."""
+    """The cause still there: the restart fails again and the run fails with the trace (the alert), without a task
+    retry (which would find the restarted task RUNNING through Debezium's retries)."""
+    from airflow.sdk.exceptions import AirflowFailException
+
     from cdclake_airflow import callables
 
     statuses = {"postgres": RUNNING, "mariadb": FAILED}
@@ -238,13 +241,39 @@ def test_health_check_restarts_a_failed_connector_and_fails_while_it_fails_again
         mock.patch(f"{CALLABLES}.KafkaConnectHook.restart") as restart,
         mock.patch(f"{CALLABLES}.KafkaConnectHook.status", side_effect=[RESTARTING_MARIADB, FAILED]) as status,
     ):
-        with pytest.raises(ConnectorFailedError, match="SQLException: boom"):
+        with pytest.raises(AirflowFailException, match="SQLException: boom"):
             callables.check_connectors_health(None, "kafka_connect_default", sleep=sleeps.append)
     restart.assert_called_once_with("mariadb", include_tasks=True, only_failed=True)
     assert status.call_count == 2 and sleeps == [2.0]
 
 
-def test_health_check_restarts_a_failed_connector_once_its_cause_is_fixed() -> None:
+def test_health_check_does_not_take_the_failure_it_restarts_for_a_new_one() -> None:
+    """Connect restarts tasks asynchronously: the first status after the restart may still be the old FAILED."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from cdclake_airflow import callables
+
+    running = RUNNING.model_copy(update={"name": "mariadb"})
+    with (
+        mock.patch(f"{CALLABLES}.connection_defined", side_effect=lambda c: c in {"cdc_postgres", "cdc_mariadb"}),
+        mock.patch(
+            f"{CALLABLES}.KafkaConnectHook.list_connectors", return_value={"postgres": RUNNING, "mariadb": FAILED}
+        ),
+        mock.patch(f"{CALLABLES}.KafkaConnectHook.restart"),
+        mock.patch(
+            f"{CALLABLES}.KafkaConnectHook.status", side_effect=[FAILED, RESTARTING_MARIADB] + [running] * 10
+        ) as status,
+    ):
+        with pytest.raises(AirflowFailException, match="restarted and it has been RUNNING"):
+            callables.check_connectors_health(None, "kafka_connect_default", settle_s=4.0, sleep=lambda s: None)
+    assert status.call_count > 2
+
+
+def test_health_check_restarts_a_failed_connector_and_reports_it_then_is_green() -> None:
+    """A restart that holds still fails the run (the task may be RUNNING through Debezium's retries of a lasting
+    fault), saying it was restarted and quoting the trace; the next run, nothing FAILED, is green."""
+    from airflow.sdk.exceptions import AirflowFailException
+
     from cdclake_airflow import callables
 
     running = RUNNING.model_copy(update={"name": "mariadb"})
@@ -256,13 +285,10 @@ def test_health_check_restarts_a_failed_connector_once_its_cause_is_fixed() -> N
         mock.patch(f"{CALLABLES}.KafkaConnectHook.restart") as restart,
         mock.patch(f"{CALLABLES}.KafkaConnectHook.status", return_value=running),
     ):
-        result = callables.check_connectors_health(None, "kafka_connect_default", settle_s=4.0, sleep=lambda s: None)
-    restart.assert_called_once()
-    assert result == {
-        "mariadb": "mariadb connector=RUNNING tasks=[0:RUNNING] (restarted after: task mariadb-0 FAILED on w:8083:)",
-        "postgres": "postgres connector=RUNNING tasks=[0:RUNNING]",
-    }
-    # nothing failed: nothing restarted
+        with pytest.raises(AirflowFailException, match=r"(?s)connector mariadb was FAILED.*SQLException: boom"):
+            callables.check_connectors_health(None, "kafka_connect_default", settle_s=4.0, sleep=lambda s: None)
+    restart.assert_called_once_with("mariadb", include_tasks=True, only_failed=True)
+    # nothing failed: nothing restarted, green
     with (
         mock.patch(f"{CALLABLES}.connection_defined", side_effect=lambda c: c in {"cdc_postgres", "cdc_mariadb"}),
         mock.patch(
@@ -270,8 +296,12 @@ def test_health_check_restarts_a_failed_connector_once_its_cause_is_fixed() -> N
         ),
         mock.patch(f"{CALLABLES}.KafkaConnectHook.restart") as restart,
     ):
-        callables.check_connectors_health(None, "kafka_connect_default")
+        result = callables.check_connectors_health(None, "kafka_connect_default")
     restart.assert_not_called()
+    assert result == {
+        "mariadb": "mariadb connector=RUNNING tasks=[0:RUNNING]",
+        "postgres": "postgres connector=RUNNING tasks=[0:RUNNING]",
+    }
 
 
 def test_failed_batch_checks_fail_the_task_without_retries() -> None:

@@ -7,16 +7,14 @@ Set ``CDC_KEEP_STACK=1`` to leave a stack that was started for the tests running
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from airflow_runs import PROJECT_ROOT, airflow_test_env, run_dags_test
 
 from cdclake.connectors import load_spec
 from cdclake.lake import LakeConfig
@@ -25,59 +23,24 @@ from cdclake.stack import Stack
 
 pytestmark = pytest.mark.integration("airflow")
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-VENV_BIN = Path(sys.executable).parent
 INGEST_JOB = PROJECT_ROOT / "jobs" / "ingest.py"
-DAGS_TEST_TIMEOUT_S = 420
 
 
 @pytest.fixture(scope="module")
 def airflow_env(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """Environment of the ``airflow`` subprocesses: temp home (SQLite DB migrated), temp lake, stack connections."""
-    home = tmp_path_factory.mktemp("airflow-home")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_", "AIRFLOW__"))}
-    # the stack's connections as AIRFLOW_CONN_* (signal writers, readers, Kafka Connect, Spark); not its
-    # airflow.cfg, its metadata database or its Spark pool, which belong to the stack's own Airflow
-    stack_env = stack.airflow.client_environment(connections=True)
-    env.update({k: v for k, v in stack_env.items() if k not in {"AIRFLOW_CONFIG", "CDC_SPARK_POOL"}})
-    env.update(
-        {
-            "AIRFLOW_HOME": str(home),
-            "AIRFLOW_CONFIG": str(home / "airflow.cfg"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
-            "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
-            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-            "CDC_LAKE_DIR": str(tmp_path_factory.mktemp("lake")),
-            "CDC_RUN_DIR": str(tmp_path_factory.mktemp("runs")),
-            "CDC_HOME": str(PROJECT_ROOT),
-            "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-            "PYTHONUNBUFFERED": "1",
-        }
+    yield airflow_test_env(
+        stack,
+        tmp_path_factory.mktemp("airflow-home"),
+        tmp_path_factory.mktemp("lake"),
+        tmp_path_factory.mktemp("runs"),
     )
-    env.pop("CDC_LAKE_KIND", None)
-    migrate = subprocess.run(
-        [str(VENV_BIN / "airflow"), "db", "migrate"], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert migrate.returncode == 0, migrate.stdout[-3000:] + migrate.stderr[-3000:]
-    yield env
 
 
 def dags_test(env: dict[str, str], dag_id: str, conf: dict[str, object] | None = None) -> str:
     """Run ``airflow dags test`` and return its output; fail with the output's tail unless the run succeeded."""
-    cmd = [str(VENV_BIN / "airflow"), "dags", "test", dag_id]
-    if conf is not None:
-        cmd += ["-c", json.dumps(conf)]
-    t0 = time.monotonic()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=DAGS_TEST_TIMEOUT_S, cwd=PROJECT_ROOT)
-    output = proc.stdout + proc.stderr
-    print(f"airflow dags test {dag_id}: rc={proc.returncode} in {time.monotonic() - t0:.1f}s")
-    if os.environ.get("CDC_TEST_LOG_DIR"):  # keep the full output for debugging
-        Path(os.environ["CDC_TEST_LOG_DIR"], f"{dag_id}.log").write_text(output)
-    assert proc.returncode == 0 and "state=success" in output.replace("state=DagRunState.SUCCESS", "state=success"), (
-        output[-8000:]
-    )
+    succeeded, output = run_dags_test(env, dag_id, conf)
+    assert succeeded, output[-8000:]
     return output
 
 

@@ -10,7 +10,8 @@ both tables equal. Scenarios:
 * the Kafka broker restarted while a batch runs;
 * the Spark job killed at each crash point around the Iceberg commit, then rerun; the same batch run again;
 * records deleted from a topic before they were ingested (a retention gap): the batch stops naming the topic,
-  partition and offsets; ``--accept-gap`` acknowledges it and reconcile names the key left behind (last: that key stays different);
+  partition and offsets; ``--accept-gap`` acknowledges it, reconcile names the key left behind, and an incremental
+  snapshot of the table brings it back;
 * a topic deleted and re-created under the connector: the batch stops, ``--accept-gap`` goes on from the new log.
 
 docs/reliability.md describes each scenario and what the system does.
@@ -34,7 +35,16 @@ from typing import Any
 import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
-from owned_sources import CDCLAKE, OwnedSource, create_owned_tables, owned_spec, remove_source, run_ingest
+from owned_sources import (
+    CDCLAKE,
+    OwnedSource,
+    create_owned_tables,
+    owned_spec_doc,
+    remove_source,
+    run_ingest,
+    write_spec,
+)
+from psycopg import sql
 
 from cdclake.connect.lifecycle import ensure_connector, wait_running
 from cdclake.demo.database import app_sql, apply_demo_schema
@@ -42,6 +52,8 @@ from cdclake.demo.topics import topic_end_offsets, wait_for_records
 from cdclake.demo.workload import run_workload
 from cdclake.lake import LakeConfig
 from cdclake.reconcile import reconcile_source
+from cdclake.signals.channels import send_sql_signal, signal_insert
+from cdclake.signals.models import build_signal
 from cdclake.stack import Stack
 from cdclake.stack.process import ManagedProcess, port_is_free, wait_until
 
@@ -106,14 +118,38 @@ class Capture:
                 time.sleep(5)
 
 
+def _owned_capture(tmp: Path, tag: str) -> OwnedSource:
+    """A capture of ``<tag>_customers`` and ``<tag>_orders`` with a signal table of its own, ``<tag>_signal``
+    (the stack's is the demo connector's: two connectors' incremental-snapshot watermarks in one table collide)."""
+    customers, orders, signals = (f"inventory.{tag}_{t}" for t in ("customers", "orders", "signal"))
+    tables = [
+        {"name": customers, "lake": {"mode": "upsert", "partitioning": ["bucket(4, id)"]}},
+        {"name": orders, "lake": {"mode": "upsert"}},
+    ]
+    path, spec = write_spec(tmp, owned_spec_doc("postgres", tag, tables, signal_table=signals))
+    return OwnedSource("postgres", path, spec, customers, orders)
+
+
+def _create_signal_table(stack: Stack, src: OwnedSource) -> None:
+    """The capture's signal table, like the stack's: Debezium writes its watermarks there (INSERT), reads chunks
+    of the captured tables (SELECT, the schema's default privileges)."""
+    table = sql.Identifier(*src.spec.signal_table.split("."))
+    with stack.service("postgres").connect("app", dbname="demo") as conn:
+        conn.execute(
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} (LIKE inventory.debezium_signal INCLUDING ALL)").format(table)
+        )
+        conn.execute(sql.SQL("GRANT INSERT ON {} TO {}").format(table, sql.Identifier(src.spec.capture_user)))
+
+
 @pytest.fixture(scope="module")
 def capture(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Capture]:
     """The capture after its snapshot, ingested once into the module's lake and equal to the source."""
     client = stack.connect_client()
     apply_demo_schema(stack)
-    src = owned_spec(tmp_path_factory.mktemp("reliability-specs"), "postgres", f"rel_{RUN}")
+    src = _owned_capture(tmp_path_factory.mktemp("reliability-specs"), f"rel_{RUN}")
     try:
         create_owned_tables(stack, src)
+        _create_signal_table(stack, src)
         ensure_connector(client, src.spec, stack.database_endpoint(src.spec))
         wait_running(client, src.spec.name)
         cap = Capture(stack, src, tmp_path_factory.mktemp("reliability-lake"))
@@ -122,7 +158,7 @@ def capture(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         yield cap
     finally:
         stack.up()  # a scenario that failed half-way may have left a service down
-        remove_source(stack, client, "postgres", src.spec, (src.customers, src.orders))
+        remove_source(stack, client, "postgres", src.spec, (src.customers, src.orders, src.spec.signal_table))
 
 
 def test_connect_worker_sigkilled_mid_stream_then_restarted(capture: Capture, stack: Stack) -> None:
@@ -241,7 +277,8 @@ def test_a_retention_gap_stops_the_batch_until_it_is_accepted(capture: Capture, 
     """Records deleted past the committed offset (what retention does to a lagging source): the batch stops before
     reading, naming topic, partition and the lost offsets; ``--accept-gap`` acknowledges the loss for one run, the
     ledger records who accepted what, the transaction that lost an event is applied with the rest (``gap``)
-    instead of holding the source, and reconcile names the one key the lost change left behind."""
+    instead of holding the source, and reconcile names the one key the lost change left behind; an incremental
+    snapshot of the table (what the gap error advises) brings the lake back to the source."""
     topic = capture.src.data_topics[capture.src.customers]
     tx_topic = f"{capture.src.spec.topic_prefix}.transaction"
     ends = topic_end_offsets(capture.bootstrap, [topic, tx_topic])
@@ -276,3 +313,11 @@ def test_a_retention_gap_stops_the_batch_until_it_is_accepted(capture: Capture, 
     assert orders.status == "equal", orders.as_dict()
     assert customers.status == "different" and len(customers.different_keys) == 1, customers.as_dict()
     assert not customers.missing_keys and not customers.extra_keys, customers.as_dict()
+
+    # the remedy: re-snapshot the table through the capture's signal table
+    signal = build_signal(
+        "execute-snapshot", connector=capture.src.spec.connector, data_collections=[capture.src.customers]
+    )
+    with stack.service("postgres").connect("app", dbname="demo") as conn:
+        send_sql_signal(conn, signal_insert(capture.src.spec, signal))
+    capture.ingest_until_equal(timeout_s=300)

@@ -257,25 +257,44 @@ def test_empty_transactions_and_signal_events_do_not_hold_anything() -> None:
     assert plan.frontier() is None or plan.frontier().key == "0-1-9"
 
 
+TP, TXT = ("p.s.t", 0), ("p.transaction", 0)
+NOW = datetime(2026, 1, 1)
+
+
+def _tx(
+    key: str,
+    *,
+    expected: int | None = None,
+    observed: int = 0,
+    end: int | None = None,
+    data: tuple[int, int] | None = None,
+) -> TxInfo:
+    """A transaction of collection ``s.t``: ``observed`` events at offsets ``data`` (first, last) of ``TP``, an END
+    counting ``expected`` at offset ``end`` of ``TXT`` (none when ``end`` is None)."""
+    first: dict[tuple[str, int], int] = {}
+    last: dict[tuple[str, int], int] = {}
+    if data is not None:
+        first[TP], last[TP] = data
+    if end is not None:
+        first[TXT] = last[TXT] = end
+    return TxInfo(
+        key=key,
+        end_seen=end is not None,
+        expected={} if expected is None else {"s.t": expected},
+        observed={"s.t": observed} if observed else {},
+        end_at=None if end is None else (TXT, end),
+        first_offsets=first,
+        last_offsets=last,
+        first_ts=NOW,
+    )
+
+
 def test_decide_asks_which_incomplete_transactions_were_applied_before() -> None:
     """Only the incomplete transactions are looked up, once; those an earlier batch applied are
     ``redelivered`` and hold nothing; the others hold their partitions as before."""
-    tp, txt = ("p.s.t", 0), ("p.transaction", 0)
-    now = datetime(2026, 1, 1)
-    end_only = TxInfo(
-        key="7", end_seen=True, expected={"s.t": 2}, end_at=(txt, 0), first_offsets={txt: 0}, last_offsets={txt: 0}
-    )
-    piece = TxInfo(key="8", observed={"s.t": 1}, first_offsets={tp: 0}, last_offsets={tp: 0}, first_ts=now)
-    later = TxInfo(
-        key="9",
-        end_seen=True,
-        expected={"s.t": 1},
-        observed={"s.t": 1},
-        end_at=(txt, 2),
-        first_offsets={tp: 1, txt: 1},
-        last_offsets={tp: 1, txt: 2},
-        first_ts=now,
-    )
+    end_only = _tx("7", expected=2, end=0)
+    piece = _tx("8", observed=1, data=(0, 0))
+    later = _tx("9", expected=1, observed=1, end=2, data=(1, 1))
     asked: list[list[str]] = []
 
     def applied_before(keys: list[str]) -> set[str]:
@@ -285,8 +304,8 @@ def test_decide_asks_which_incomplete_transactions_were_applied_before() -> None
     def decided(*infos: TxInfo) -> dict[str, TxStatus]:
         plan = decide(
             {t.key: t for t in infos},
-            {tp: 2, txt: 3},
-            now=now,
+            {TP: 2, TXT: 3},
+            now=NOW,
             max_incomplete_age=timedelta(minutes=10),
             applied_before=applied_before,
         )
@@ -305,38 +324,20 @@ def test_decide_asks_which_incomplete_transactions_were_applied_before() -> None
     assert asked == []  # a batch of complete transactions asks nothing
 
 
-def _gap_case(lost_count: int | None, later_end: int, t1_after_gap: bool = True) -> dict[str, TxStatus]:
+def _gap_case(
+    lost_count: int | None, later_end: int, t1_after_gap: bool = True, lost_in: tuple[str, str] = ("p.s.t", "s.t")
+) -> dict[str, TxStatus]:
     """T1's END (at offset 5 of the transaction topic) counts 3 events of s.t; the batch holds 2 of them
-    (none when not ``t1_after_gap``), read right after a gap of ``lost_count`` records of ``p.s.t``; T2 (END at
-    ``later_end``) has a record after them."""
-    tp, txt = ("p.s.t", 0), ("p.transaction", 0)
-    now = datetime(2026, 1, 1)
-    t1 = TxInfo(
-        key="1",
-        end_seen=True,
-        expected={"s.t": 3},
-        observed={"s.t": 2} if t1_after_gap else {},
-        end_at=(txt, 5),
-        first_offsets={tp: 10, txt: 5} if t1_after_gap else {txt: 5},
-        last_offsets={tp: 11, txt: 5} if t1_after_gap else {txt: 5},
-        first_ts=now,
-    )
-    t2 = TxInfo(
-        key="2",
-        end_seen=True,
-        expected={"s.t": 1},
-        observed={"s.t": 1},
-        end_at=(txt, later_end),
-        first_offsets={tp: 12, txt: later_end},
-        last_offsets={tp: 12, txt: later_end},
-        first_ts=now,
-    )
+    (none when not ``t1_after_gap``), read right after a gap of ``lost_count`` records of ``lost_in`` (topic,
+    collection); T2 (END at ``later_end``) has a record of s.t after them."""
+    t1 = _tx("1", expected=3, end=5, **({"observed": 2, "data": (10, 11)} if t1_after_gap else {}))
+    t2 = _tx("2", expected=1, observed=1, end=later_end, data=(12, 12))
     plan = decide(
         {"1": t1, "2": t2},
-        {tp: 13, txt: 8},
-        now=now,
+        {TP: 13, TXT: 8},
+        now=NOW,
         max_incomplete_age=timedelta(minutes=10),
-        lost=[LostRecords(tp, frozenset({"s.t"}), lost_count)],
+        lost=[LostRecords((lost_in[0], 0), frozenset({lost_in[1]}), lost_count)],
     )
     return {t.key: t.status for t in plan.transactions.values()}
 
@@ -359,23 +360,4 @@ def test_a_transaction_whose_missing_events_may_still_come_is_held_despite_a_gap
 
 
 def test_a_gap_in_another_collection_does_not_excuse_a_short_transaction() -> None:
-    tp, other, txt = ("p.s.t", 0), ("p.s.u", 0), ("p.transaction", 0)
-    now = datetime(2026, 1, 1)
-    t1 = TxInfo(
-        key="1",
-        end_seen=True,
-        expected={"s.t": 2},
-        observed={"s.t": 1},
-        end_at=(txt, 5),
-        first_offsets={tp: 10, txt: 5},
-        last_offsets={tp: 10, txt: 5},
-        first_ts=now,
-    )
-    plan = decide(
-        {"1": t1},
-        {tp: 11, txt: 6},
-        now=now,
-        max_incomplete_age=timedelta(minutes=10),
-        lost=[LostRecords(other, frozenset({"s.u"}), 5)],
-    )
-    assert plan.transactions["1"].status is TxStatus.HELD
+    assert _gap_case(lost_count=5, later_end=7, lost_in=("p.s.u", "s.u"))["1"] is TxStatus.HELD

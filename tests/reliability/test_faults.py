@@ -38,7 +38,9 @@ from confluent_kafka.admin import AdminClient
 from owned_sources import (
     CDCLAKE,
     OwnedSource,
+    assert_lake_equals_source,
     create_owned_tables,
+    ingest_until_equal,
     owned_spec_doc,
     remove_source,
     run_ingest,
@@ -96,26 +98,10 @@ class Capture:
         return json.loads(proc.stdout)
 
     def assert_lake_equals_source(self) -> None:
-        report = reconcile_source(self.src.spec, lake=LakeConfig.embedded(self.lake))
-        assert [t.status for t in report.tables] == ["equal", "equal"], [t.as_dict() for t in report.tables]
-        for t in report.tables:
-            assert t.source_rows == t.lake_rows > 0 and t.source_checksum == t.lake_checksum
+        assert_lake_equals_source(self.src, self.lake)
 
     def ingest_until_equal(self, timeout_s: float = 240) -> int:
-        """Ingest until the lake equals the source (records may still be on their way after a fault); returns the
-        number of ingest runs. Every run must exit 0."""
-        deadline = time.monotonic() + timeout_s
-        runs = 0
-        while True:
-            self.ingest_ok()
-            runs += 1
-            try:
-                self.assert_lake_equals_source()
-                return runs
-            except AssertionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(5)
+        return ingest_until_equal(self.src, self.lake, timeout_s)
 
 
 def _owned_capture(tmp: Path, tag: str) -> OwnedSource:

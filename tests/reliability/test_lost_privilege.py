@@ -16,11 +16,17 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from airflow_runs import airflow_test_env, run_dags_test
-from owned_sources import OwnedSource, create_owned_tables, owned_spec_doc, remove_source, run_ingest, write_spec
+from owned_sources import (
+    OwnedSource,
+    create_owned_tables,
+    ingest_until_equal,
+    owned_spec_doc,
+    remove_source,
+    write_spec,
+)
 from psycopg import sql
 
 from cdclake.connect import ConnectorStatus, KafkaConnectClient
@@ -28,8 +34,6 @@ from cdclake.connect.lifecycle import ensure_connector, wait_running
 from cdclake.demo.database import app_sql, apply_demo_schema
 from cdclake.demo.topics import wait_for_records
 from cdclake.demo.workload import run_workload
-from cdclake.lake import LakeConfig
-from cdclake.reconcile import reconcile_source
 from cdclake.stack import Stack
 from cdclake.stack.config import password
 
@@ -112,24 +116,12 @@ def _wait_failed(client: KafkaConnectClient, connector: str, timeout_s: float = 
     return status
 
 
-def _ingest_until_equal(src: OwnedSource, lake: Path, timeout_s: float = 240) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        proc = run_ingest(src.spec_path, lake, "--json")
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-        report = reconcile_source(src.spec, lake=LakeConfig.embedded(lake))
-        if [t.status for t in report.tables] == ["equal", "equal"]:
-            return
-        assert time.monotonic() < deadline, [t.as_dict() for t in report.tables]
-        time.sleep(5)
-
-
 def test_a_capture_user_that_lost_replication_fails_the_task_the_health_dag_alerts_then_restarts_it(
     capture: OwnedSource, stack: Stack, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     client = stack.connect_client()
     lake = tmp_path_factory.mktemp("lost-privilege-lake")
-    _ingest_until_equal(capture, lake)
+    ingest_until_equal(capture, lake)
     env = airflow_test_env(
         stack,
         tmp_path_factory.mktemp("lost-privilege-airflow"),
@@ -165,4 +157,4 @@ def test_a_capture_user_that_lost_replication_fails_the_task_the_health_dag_aler
 
     # the slot kept what was written while the task was down
     wait_for_records(stack.config.kafka_bootstrap, dict.fromkeys(capture.data_topics.values(), 1))
-    _ingest_until_equal(capture, lake)
+    ingest_until_equal(capture, lake)

@@ -150,3 +150,32 @@ def cli_ingest(spec_path: Path, lake: Path) -> str:
     proc = run_ingest(spec_path, lake)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     return proc.stdout + proc.stderr
+
+
+def assert_lake_equals_source(src: OwnedSource, lake: Path) -> None:
+    """Reconcile: both tables equal to the source (rows, checksums, keys), and not empty."""
+    from cdclake.lake import LakeConfig
+    from cdclake.reconcile import reconcile_source
+
+    report = reconcile_source(src.spec, lake=LakeConfig.embedded(lake))
+    assert [t.status for t in report.tables] == ["equal", "equal"], [t.as_dict() for t in report.tables]
+    for t in report.tables:
+        assert t.source_rows == t.lake_rows > 0 and t.source_checksum == t.lake_checksum
+
+
+def ingest_until_equal(src: OwnedSource, lake: Path, timeout_s: float = 240) -> int:
+    """`cdclake ingest` until the lake equals the source (records may still be on their way after a fault); returns
+    the number of ingest runs. Every run must exit 0."""
+    deadline = time.monotonic() + timeout_s
+    runs = 0
+    while True:
+        proc = run_ingest(src.spec_path, lake, "--json")
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+        runs += 1
+        try:
+            assert_lake_equals_source(src, lake)
+            return runs
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(5)

@@ -347,7 +347,16 @@ class Settings:
         None,
         "tests only: the ingestion job exits abruptly (status 137) at this point (`cdclake.ingest.faults`)",
         _text,
-        "`planned`, `table:N`, `table-partial`, `before-commit` or `after-commit`",
+        "`planned`, `table:N`, `tombstones`, `table-partial`, `before-commit` or `after-commit`",
+    )
+    fault_once: Path | None = _var(
+        "CDC_FAULT_ONCE",
+        None,
+        "tests only: with `CDC_FAULT_AT`, a marker file: the job crashes only when it does not exist, and creates "
+        "it, so that a retry of the job (an Airflow retry) gets past the crash point",
+        _path,
+        "a file path",
+        shown_default="unset (every run crashes)",
     )
     # the CLI
     log_level: LogLevel = _var(

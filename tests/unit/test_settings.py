@@ -51,6 +51,7 @@ GIVEN: dict[str, tuple[str, Any]] = {
     "max_record_bytes": ("1048576", 1048576),
     "lock_label": ("airflow dag/run/task", "airflow dag/run/task"),
     "fault_at": ("table:1", "table:1"),
+    "fault_once": ("/tmp/ingest.crashed", Path("/tmp/ingest.crashed")),
     "log_level": ("info", "INFO"),
 }
 

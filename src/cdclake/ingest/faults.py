@@ -5,6 +5,8 @@ job reaches that point: ``planned`` (ledger row written), ``table:N`` (after the
 ``tombstones`` (an upsert table's delete tombstones committed, its rows not yet), ``table-partial`` (after the
 first of an upsert table's two commits: its MERGE, before its append),
 ``before-commit`` (all tables applied, ledger not yet committed), ``after-commit``.
+With ``CDC_FAULT_ONCE=<file>`` as well, the job crashes only when that file does not exist yet, and creates it
+first: the first attempt crashes, a retry (an Airflow task retry) runs through.
 Unset (always in production), :func:`crash_point` does nothing.
 """
 
@@ -19,8 +21,18 @@ FAULT_ENV = Settings.env_name("fault_at")
 
 
 def crash_point(point: str) -> None:
-    """Exit abruptly if ``CDC_FAULT_AT`` (of this process's :func:`cdclake.settings.settings`) names this point."""
-    if settings().fault_at == point:
-        sys.stderr.write(f"cdclake: injected crash at {point}\n")
-        sys.stderr.flush()
-        os._exit(137)
+    """Exit abruptly if ``CDC_FAULT_AT`` (of this process's :func:`cdclake.settings.settings`) names this point
+    (and, with ``CDC_FAULT_ONCE``, no earlier attempt crashed)."""
+    current = settings()
+    if current.fault_at != point:
+        return
+    if current.fault_once is not None:
+        try:
+            current.fault_once.parent.mkdir(parents=True, exist_ok=True)
+            with current.fault_once.open("x") as marker:  # only one attempt creates it
+                marker.write(f"{point}\n")
+        except FileExistsError:
+            return
+    sys.stderr.write(f"cdclake: injected crash at {point}\n")
+    sys.stderr.flush()
+    os._exit(137)

@@ -9,6 +9,8 @@ both tables equal. Scenarios:
 * the Kafka Connect worker SIGKILLed mid-stream and restarted, so Debezium replays what it had not committed;
 * the Kafka broker restarted while a batch runs;
 * the Spark job killed at each crash point around the Iceberg commit, then rerun; the same batch run again;
+* the ingest task of the source's Airflow DAG crashing mid-commit (``airflow dags test``): Airflow's retry of the
+  task redoes the planned batch;
 * records deleted from a topic before they were ingested (a retention gap): the batch stops naming the topic,
   partition and offsets; ``--accept-gap`` acknowledges it, reconcile names the key left behind, and an incremental
   snapshot of the table brings it back;
@@ -35,6 +37,7 @@ from typing import Any
 import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
+from airflow_runs import airflow_test_env, run_dags_test
 from owned_sources import (
     CDCLAKE,
     OwnedSource,
@@ -217,6 +220,54 @@ def test_spark_job_killed_around_the_commit_then_rerun(capture: Capture, point: 
         # the same batch again: nothing new, nothing applied twice
         assert capture.ingest_ok()["status"] == "no-new-records"
         capture.assert_lake_equals_source()
+
+
+def test_an_airflow_retry_of_the_crashed_ingest_task_redoes_the_batch(
+    capture: Capture, stack: Stack, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``airflow dags test cdc_ingest__<source>`` (the DAG generated from this capture's spec alone, on the module's
+    lake) whose ingest job crashes once after its first table's commit (``CDC_FAULT_AT=table:1`` with a
+    ``CDC_FAULT_ONCE`` marker): the task fails, Airflow retries it (the DAGs' two retries), the retry redoes the
+    planned batch, and the run succeeds with the lake equal to the source and no batch left pending."""
+    capture.ingest_ok()
+    before = _committed_batches(capture)
+    env = airflow_test_env(
+        stack, tmp_path_factory.mktemp("retry-airflow"), capture.lake, tmp_path_factory.mktemp("retry-runs")
+    )
+    marker = tmp_path_factory.mktemp("retry-fault") / "ingest.crashed"
+    env.update(
+        {
+            "CDC_SPEC_DIR": str(capture.src.spec_path.parent),
+            "CDC_SOURCES": capture.src.spec.name,
+            "CDC_FAULT_AT": "table:1",
+            "CDC_FAULT_ONCE": str(marker),
+        }
+    )
+    wait_for_records(capture.bootstrap, capture.workload())
+
+    succeeded, output = run_dags_test(env, f"cdc_ingest__{capture.src.spec.name}")
+    assert succeeded, output[-8000:]
+    assert marker.read_text() == "table:1\n"  # the first attempt crashed there
+    assert "injected crash at table:1" in output, output[-8000:]
+    assert "new_state=up_for_retry" in output, output[-8000:]  # Airflow's retry, not a second run
+    after = _committed_batches(capture)
+    new = [b for b in after if b["batch_id"] not in {x["batch_id"] for x in before}]
+    # one batch, committed by the retry as the crashed attempt planned it (a redo), none left pending
+    assert [b["redo"] for b in new] == [True], new
+    capture.assert_lake_equals_source()
+    assert capture.ingest_ok()["status"] == "no-new-records"
+
+
+def _committed_batches(capture: Capture) -> list[dict[str, Any]]:
+    """The source's committed batches, as ``cdclake audit --json`` prints them."""
+    proc = subprocess.run(
+        [CDCLAKE, "audit", capture.src.spec.name, "--lake", str(capture.lake), "--json", "--last", "200"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout) if proc.stdout.lstrip().startswith("[") else []
 
 
 def _delete_records(bootstrap: str, topic: str, before_offset: int) -> None:

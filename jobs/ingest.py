@@ -2,13 +2,18 @@
 
     spark-submit --jars <.cache/jvm/spark/*.jar> jobs/ingest.py --spec postgres [--max-records N] \
         [--lake DIR] [--summary-json PATH] [--lock-wait SECONDS] [--schema-source database|lake|FILE.json] \
-        [--accept-gap TOPIC[:PARTITION] ...] [--accepted-by NAME]
+        [--accept-gap TOPIC[:PARTITION] ...] [--accepted-by NAME] [--follow [--poll S] [--run-for S] [--max-batches N]]
 
 Parses arguments, builds the session, calls :func:`cdclake.ingest.runner.ingest_from_kafka`. When another run
 holds the source's lock past --lock-wait, the summary says ``"status": "source-busy"`` (exit status 0: the
 run did nothing, and that is not a failure). When Kafka no longer holds the offsets a topic-partition continues
 from (records deleted before they were ingested, a topic re-created), the job fails with
 :class:`~cdclake.exceptions.OffsetGapError` before reading anything; ``--accept-gap`` accepts the loss for one run.
+
+With ``--follow`` the job keeps running batches as records arrive, on its one Spark session
+(:mod:`cdclake.ingest.follow`), logging a line per batch, until SIGTERM (after the batch in progress),
+``--run-for`` seconds or ``--max-batches`` batches; the summary is then the run's (``"mode": "follow"``, its
+batch counts and its last batch).
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ from pathlib import Path
 
 from cdclake.databases.schema_source import schema_source_for
 from cdclake.exceptions import SourceBusyError
+from cdclake.ingest.follow import FollowOptions, StopFlag, batch_line
 from cdclake.ingest.lock import DEFAULT_WAIT_S
 from cdclake.ingest.offsets import GapAcceptance
-from cdclake.ingest.runner import busy_summary, ingest_from_kafka
+from cdclake.ingest.runner import busy_summary, follow_kafka, ingest_from_kafka
+from cdclake.ingest.summary import BatchSummary
 from cdclake.lake import LakeConfig
 from cdclake.lake import rows as lake_rows
 from cdclake.spark import build_spark_session
@@ -58,7 +65,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="who accepts the gaps, as recorded with them (default, also when blank: the current user)",
     )
-    return parser.parse_args(argv)
+    parser.add_argument("--follow", action="store_true", help="keep running batches as records arrive")
+    parser.add_argument("--poll", type=float, default=1.0, help="with --follow: seconds between looks at Kafka")
+    parser.add_argument("--run-for", type=float, default=None, help="with --follow: stop after this many seconds")
+    parser.add_argument("--max-batches", type=int, default=None, help="with --follow: stop after this many batches")
+    args = parser.parse_args(argv)
+    if args.follow and args.accept_gap:
+        parser.error("--accept-gap is for one run: accept the gap without --follow, then follow")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     spark = build_spark_session("cdclake-ingest", lake=LakeConfig.from_env(args.lake))
     wait = DEFAULT_WAIT_S if args.lock_wait is None else args.lock_wait
+    if args.follow:
+        return _follow(spark, args, wait)
     try:
         summary = ingest_from_kafka(
             spark,
@@ -84,12 +100,50 @@ def main(argv: list[str] | None = None) -> int:
         summary = busy_summary(args.spec, str(exc))
     finally:
         spark.stop()
-    text = json.dumps(summary, indent=2, default=str)
-    if args.summary_json:
-        args.summary_json.parent.mkdir(parents=True, exist_ok=True)
-        args.summary_json.write_text(text)
-    print(text)
+    _write_summary(summary, args.summary_json)
     return 0
+
+
+def _follow(spark, args: argparse.Namespace, lock_wait_s: float) -> int:  # type: ignore[no-untyped-def]
+    """``--follow``: batches until SIGTERM or a limit; a log line per batch, then the run's summary."""
+    log = logging.getLogger("cdclake.jobs.ingest")
+
+    def on_batch(batch: BatchSummary) -> None:
+        log.info("%s", batch_line(batch.as_dict()))
+
+    options = FollowOptions(
+        poll_s=args.poll,
+        run_for_s=args.run_for,
+        max_batches=args.max_batches,
+        max_records=args.max_records,
+        lock_wait_s=lock_wait_s,
+    )
+    stop = StopFlag()
+    try:
+        with stop.on_signals():
+            summary = follow_kafka(
+                spark,
+                args.spec,
+                bootstrap=args.bootstrap,
+                schema_source=partial(
+                    schema_source_for, override=args.schema_source, catalog=lake_rows.session_catalog(spark)
+                ),
+                options=options,
+                stop=stop,
+                on_batch=on_batch,
+            ).as_dict()
+    finally:
+        spark.stop()
+    _write_summary(summary, args.summary_json)
+    return 0
+
+
+def _write_summary(summary: dict[str, object], path: Path | None) -> None:
+    text = json.dumps(summary, indent=2, default=str)
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":

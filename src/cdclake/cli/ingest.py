@@ -160,6 +160,19 @@ def ingest(
         "--accepted-by",
         help="Who accepts the gaps, as recorded with them (default: the user running the command).",
     ),
+    follow: bool = typer.Option(
+        False,
+        "--follow",
+        help="Keep running: a batch whenever new records arrive, on one warm Spark session, until SIGTERM or "
+        "Ctrl-C (the batch in progress finishes first), --run-for or --max-batches.",
+    ),
+    poll: float = typer.Option(1.0, "--poll", min=0.05, help="With --follow: seconds between looks at Kafka."),
+    run_for: Optional[float] = typer.Option(  # noqa: UP045
+        None, "--run-for", min=0, help="With --follow: stop after this many seconds (between batches)."
+    ),
+    max_batches: Optional[int] = typer.Option(  # noqa: UP045
+        None, "--max-batches", min=1, help="With --follow: stop after this many batches."
+    ),
 ) -> None:
     """Run one batch: the source's Kafka offsets recorded in the lake up to the current end, into Iceberg.
 
@@ -174,11 +187,38 @@ def ingest(
     kafka-delete-records before they were ingested; a topic re-created or its log truncated), the run stops
     before reading anything, names each topic-partition and the missing offsets, and exits with status 1.
     Accept the loss explicitly with --accept-gap TOPIC:PARTITION (or TOPIC) for that run only.
+
+    With --follow the command keeps running: one batch after another as records arrive, each exactly like a
+    single run's (same ledger, same lock, taken per batch), on one Spark session, one line per batch. It stops
+    between batches on SIGTERM or Ctrl-C, after --run-for seconds or --max-batches batches, and prints what
+    it did (--json: the summary of the run and of its last batch).
     """
     from cdclake.ingest.runner import ingest_from_kafka
 
     accept = GapAcceptance.parse(accept_gap or (), accepted_by)  # before Spark starts: a typo fails at once
+    if follow and accept:
+        raise typer.BadParameter(
+            "accept a gap with one run of `cdclake ingest --accept-gap ...`, then start --follow", param_hint="--follow"
+        )
+    if not follow and (run_for is not None or max_batches is not None):
+        raise typer.BadParameter("--run-for and --max-batches go with --follow", param_hint="--follow")
     spark = _session(lake)
+    if follow:
+        _follow(
+            spark,
+            spec,
+            bootstrap,
+            max_records,
+            lock_wait,
+            schema_source,
+            poll,
+            run_for,
+            max_batches,
+            summary_json,
+            as_json,
+            allow_dead_letters,
+        )
+        return
     summary = ingest_from_kafka(
         spark,
         spec,
@@ -193,6 +233,61 @@ def ingest(
     _report(summary, as_json)
     _report_gaps(summary)
     _exit_on_dead_letters([summary], allow_dead_letters)
+
+
+def _follow(  # noqa: PLR0913 - the command's options, passed through
+    spark,  # type: ignore[no-untyped-def]
+    spec: str,
+    bootstrap: str | None,
+    max_records: int | None,
+    lock_wait: float,
+    schema_source: str | None,
+    poll: float,
+    run_for: float | None,
+    max_batches: int | None,
+    summary_json: Path | None,
+    as_json: bool,
+    allow_dead_letters: bool,
+) -> None:
+    """``ingest --follow``: batches until stopped, a line per batch, then the run's summary."""
+    from cdclake.ingest.follow import FollowOptions, StopFlag, batch_line
+    from cdclake.ingest.runner import follow_kafka
+
+    options = FollowOptions(
+        poll_s=poll, run_for_s=run_for, max_batches=max_batches, max_records=max_records, lock_wait_s=lock_wait
+    )
+    batches: list[dict[str, Any]] = []
+
+    def report(batch: BatchSummary) -> None:
+        summary = batch.as_dict()
+        if summary["batch_id"] is not None:
+            batches.append(summary)
+        console.print(batch_line(summary), highlight=False)
+
+    stop = StopFlag()
+    console.print(f"following {spec}: SIGTERM or Ctrl-C stops it after the batch in progress", highlight=False)
+    with stop.on_signals():
+        result = follow_kafka(
+            spark,
+            spec,
+            bootstrap=bootstrap,
+            schema_source=_schema_sources(spark, schema_source),
+            options=options,
+            stop=stop,
+            on_batch=report,
+        ).as_dict()
+    if summary_json:
+        summary_json.write_text(json.dumps(result, indent=2, default=str))
+    if as_json:
+        typer.echo(json.dumps(result, indent=2, default=str))
+    else:
+        console.print(
+            f"stopped ({result['stopped_by']}): "
+            f"{result['committed_batches']} batch(es) committed, {result['records']} records, "
+            f"{result['dead_lettered']} dead-lettered in {result['seconds']:.0f} s",
+            highlight=False,
+        )
+    _exit_on_dead_letters(batches, allow_dead_letters)
 
 
 def replay(

@@ -18,6 +18,7 @@ from cdclake.decode.schema_source import NoSchemaSource, SchemaSource, SchemaSou
 from cdclake.exceptions import ConfigError
 from cdclake.ingest.batch import run_batch
 from cdclake.ingest.config import SourceConfig
+from cdclake.ingest.follow import FollowOptions, FollowReport, StopFlag, follow
 from cdclake.ingest.lock import DEFAULT_WAIT_S, source_lock
 from cdclake.ingest.offsets import GapAcceptance
 from cdclake.ingest.sources import KafkaRecordSource, RecordSource, ReplayRecordSource, source_topic_patterns
@@ -66,6 +67,35 @@ def ingest_from_kafka(
     records = KafkaRecordSource(servers, source_topic_patterns(source.topic_prefix))
     with _closing(source.schema_source), source_lock(lake_rows.session_catalog(spark), source.name, wait_s=lock_wait_s):
         return run_capped_batch(spark, source, records, max_records)
+
+
+def follow_kafka(
+    spark: SparkSession,
+    spec: str,
+    *,
+    bootstrap: str | None = None,
+    schema_source: SchemaSourceFactory | None = None,
+    options: FollowOptions | None = None,
+    stop: StopFlag | None = None,
+    on_batch: Callable[[BatchSummary], None] | None = None,
+) -> FollowReport:
+    """Batches of the connector spec ``spec`` (name or path) from Kafka as records arrive, on this session, until
+    ``stop`` is set or a limit of ``options`` is reached (:mod:`cdclake.ingest.follow`). Each batch holds the
+    source's lock while it runs; ``on_batch`` gets each batch's summary as it commits.
+
+    Raises:
+        ConnectorSpecError: when the spec is invalid.
+        ConfigError: when value schemas are off and the schema source cannot be built.
+        RecordSourceError: when Kafka cannot be read.
+        OffsetGapError: when Kafka no longer holds the offsets a topic-partition continues from (accept the gap
+            with one scheduled run, ``cdclake ingest --accept-gap``, then follow again).
+    """
+    loaded = load_spec(spec)
+    source = SourceConfig.from_spec(loaded, schema_source=_schema_source(loaded, loaded.topic_prefix, schema_source))
+    records = KafkaRecordSource(bootstrap or loaded.kafka_bootstrap_servers, source_topic_patterns(source.topic_prefix))
+    with _closing(source.schema_source):
+        catalog = lake_rows.session_catalog(spark)
+        return follow(spark, source, records, catalog, run_capped_batch, options=options, stop=stop, on_batch=on_batch)
 
 
 def _schema_source(

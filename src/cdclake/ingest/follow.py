@@ -1,0 +1,285 @@
+"""Continuous ingestion (``cdclake ingest --follow``, ``jobs/ingest.py --follow``): exactly-once batches of one
+source, back to back, on one warm SparkSession.
+
+Each batch is the scheduled mode's batch (:func:`cdclake.ingest.runner.run_capped_batch`): same ledger, same
+offsets, same transaction rules, same lock. The follower takes the source's lock for each batch and releases it
+when the batch commits, so a scheduled batch, a snapshot's verify step or maintenance can run between two of
+its batches; a crash or a kill leaves at most one planned batch, which the next run redoes.
+
+Between batches it asks Kafka for the end offsets of the source's topics (no Spark, no lake read) every
+``poll_s`` and starts a batch when :func:`batch_due` says so: on start (an interrupted batch to redo, a
+quarantine release), when an end offset moved since the last batch started, right away when the last batch was
+cut by ``max_records``, and ``hold_retry_s`` after a batch that held incomplete transactions (so that their
+age limit can apply them without new records).
+
+It stops between batches, never inside one: on SIGTERM or SIGINT (:class:`StopFlag`), after ``run_for_s``, or
+after ``max_batches`` batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from cdclake.exceptions import RecordSourceError, SourceBusyError
+from cdclake.ingest.lock import DEFAULT_WAIT_S, source_lock
+from cdclake.ingest.summary import BatchSummary
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyspark.sql import SparkSession
+
+    from cdclake.ingest.config import SourceConfig
+    from cdclake.ingest.sources import RecordSource, TopicPartition
+
+logger = logging.getLogger(__name__)
+
+#: ``stopped_by`` of a follower stopped by a signal, its time limit, its batch limit.
+STOPPED_BY_SIGNAL, STOPPED_BY_TIME, STOPPED_BY_BATCHES = "signal", "time", "batches"
+#: Consecutive failures to read Kafka's end offsets after which the follower gives up (each waits longer).
+MAX_WATERMARK_FAILURES = 6
+
+
+@dataclass(frozen=True)
+class FollowOptions:
+    """How a follower runs.
+
+    Attributes:
+        poll_s: seconds between two looks at Kafka's end offsets while there is nothing new.
+        run_for_s: stop (between batches) after this many seconds; None: until stopped.
+        max_batches: stop after this many batches; None: no limit.
+        hold_retry_s: seconds after a batch that held incomplete transactions before the next one, new records
+            or not.
+        max_records: cap on the records of one batch (None: up to the end offsets at the batch's start).
+        lock_wait_s: seconds a batch waits for another run of the source to release its lock; past that the
+            follower waits ``poll_s`` and tries again.
+    """
+
+    poll_s: float = 1.0
+    run_for_s: float | None = None
+    max_batches: int | None = None
+    hold_retry_s: float = 30.0
+    max_records: int | None = None
+    lock_wait_s: float = DEFAULT_WAIT_S
+
+    def __post_init__(self) -> None:
+        if self.poll_s <= 0:
+            raise ValueError(f"poll_s must be above 0, not {self.poll_s}")
+        if self.run_for_s is not None and self.run_for_s < 0:
+            raise ValueError(f"run_for_s must be 0 or more, not {self.run_for_s}")
+        if self.max_batches is not None and self.max_batches < 1:
+            raise ValueError(f"max_batches must be 1 or more, not {self.max_batches}")
+
+
+@dataclass
+class FollowReport:
+    """What a follower did, for its final summary."""
+
+    source: str
+    batches: int = 0
+    committed: int = 0
+    records: int = 0
+    dead_lettered: int = 0
+    busy: int = 0
+    stopped_by: str | None = None
+    seconds: float = 0.0
+    last: BatchSummary | None = None
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, result: BatchSummary) -> None:
+        self.batches += 1
+        self.committed += result.batch_id is not None
+        self.records += result.records
+        self.dead_lettered += result.dead_lettered
+        self.problems += [f"batch {result.batch_id}: {p}" for p in result.problems()]
+        self.last = result
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "mode": "follow",
+            "status": "stopped" if self.stopped_by else "running",
+            "stopped_by": self.stopped_by,
+            "batches": self.batches,
+            "committed_batches": self.committed,
+            "records": self.records,
+            "dead_lettered": self.dead_lettered,
+            "busy": self.busy,
+            "seconds": round(self.seconds, 1),
+            "last_batch": self.last.as_dict() if self.last is not None else None,
+            "checks": {"ok": not self.problems, "problems": self.problems},
+        }
+
+
+class StopFlag:
+    """Tells a follower to stop after its current batch; :meth:`on_signals` sets it on SIGTERM and SIGINT."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.reason: str | None = None
+
+    def set(self, reason: str = STOPPED_BY_SIGNAL) -> None:
+        if not self._event.is_set():
+            self.reason = reason
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; True at once when the flag is (or gets) set."""
+        return self._event.wait(max(0.0, seconds))
+
+    @contextmanager
+    def on_signals(self, *signums: int) -> Iterator[StopFlag]:
+        """Within the block, SIGTERM and SIGINT (or ``signums``) set the flag instead of ending the process; the
+        previous handlers come back after it. Only the main thread can install signal handlers."""
+        chosen = signums or (signal.SIGTERM, signal.SIGINT)
+
+        def handler(signum: int, _frame: FrameType | None) -> None:
+            logger.warning("%s received: stopping after the current batch", signal.Signals(signum).name)
+            self.set(STOPPED_BY_SIGNAL)
+
+        previous = {s: signal.signal(s, handler) for s in chosen}
+        try:
+            yield self
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+
+def batch_due(
+    latest: Mapping[TopicPartition, int],
+    seen: Mapping[TopicPartition, int] | None,
+    *,
+    cut: bool,
+    held: bool,
+    since_last_s: float,
+    hold_retry_s: float,
+) -> bool:
+    """Whether the follower starts a batch now (pure).
+
+    Args:
+        latest: the source topics' end offsets now.
+        seen: their end offsets when the last batch started (None before the first batch).
+        cut: the last batch stopped at ``max_records`` (more records wait).
+        held: the last batch held incomplete transactions.
+        since_last_s: seconds since the last batch ended.
+        hold_retry_s: how long a batch that held transactions waits for new records before it runs anyway.
+    """
+    if seen is None or cut:
+        return True
+    if any(end > seen.get(tp, 0) for tp, end in latest.items()):
+        return True
+    return held and since_last_s >= hold_retry_s
+
+
+def batch_line(summary: dict[str, Any], now: datetime | None = None) -> str:
+    """One line of ``ingest --follow`` for a batch: what it read and applied, how long it took, and how long after
+    its last source commit its changes became visible."""
+    if summary["batch_id"] is None:
+        return f"{summary['source']}: nothing new"
+    applied = sum(int(t.get("applied") or 0) for t in summary["tables"].values())
+    line = (
+        f"batch {summary['batch_id']}: {summary['records']} records, {applied} applied, "
+        f"{summary['dead_lettered']} dead-lettered, {sum(summary['phases_s'].values()):.1f} s"
+    )
+    last = (summary.get("source_ts") or {}).get("last")
+    if last:
+        committed = datetime.fromisoformat(last.replace("Z", "+00:00"))
+        lag = ((now or datetime.now(UTC)) - committed).total_seconds()
+        line += f", visible {lag:.1f} s after its last source commit"
+    problems = summary.get("checks", {}).get("problems") or []
+    return line + (f"; problems: {'; '.join(problems)}" if problems else "")
+
+
+def _held(result: BatchSummary) -> bool:
+    return result.held_everything or bool(result.transactions.get("counts", {}).get("held"))
+
+
+def follow(
+    spark: SparkSession,
+    source: SourceConfig,
+    records: RecordSource,
+    catalog: Catalog,
+    run_batch: Callable[[SparkSession, SourceConfig, RecordSource, int | None], BatchSummary],
+    *,
+    options: FollowOptions | None = None,
+    stop: StopFlag | None = None,
+    on_batch: Callable[[BatchSummary], None] | None = None,
+) -> FollowReport:
+    """Run batches of ``source`` as records arrive until ``stop`` is set, or a limit of ``options`` is reached.
+
+    ``catalog`` holds the source's lock (the lake's pyiceberg catalog). ``run_batch(spark, source, records,
+    max_records)`` runs one batch (:func:`cdclake.ingest.runner.run_capped_batch`). ``on_batch`` gets each
+    batch's summary as it commits.
+
+    Raises:
+        RecordSourceError: when Kafka's end offsets could not be read :data:`MAX_WATERMARK_FAILURES` times in a
+            row. A batch's own error ends the follower as it is raised; the next run redoes that batch.
+    """
+    options = options or FollowOptions()
+    stop = stop or StopFlag()
+    report = FollowReport(source=source.name)
+    started = time.monotonic()
+    seen: dict[TopicPartition, int] | None = None
+    cut = held = False
+    last_end = started
+    failures = 0
+    logger.info("source %s: following (%s)", source.name, options)
+    while True:
+        if stop.is_set():
+            report.stopped_by = stop.reason or STOPPED_BY_SIGNAL
+            break
+        if options.run_for_s is not None and time.monotonic() - started >= options.run_for_s:
+            report.stopped_by = STOPPED_BY_TIME
+            break
+        if options.max_batches is not None and report.batches >= options.max_batches:
+            report.stopped_by = STOPPED_BY_BATCHES
+            break
+        try:
+            _, latest = records.watermarks()
+            failures = 0
+        except RecordSourceError as exc:
+            failures += 1
+            if failures >= MAX_WATERMARK_FAILURES:
+                raise
+            wait = min(60.0, options.poll_s * 2**failures)
+            logger.warning("source %s: %s; trying again in %.0f s", source.name, exc, wait)
+            stop.wait(wait)
+            continue
+        since_last = time.monotonic() - last_end
+        if not batch_due(latest, seen, cut=cut, held=held, since_last_s=since_last, hold_retry_s=options.hold_retry_s):
+            stop.wait(options.poll_s)
+            continue
+        try:
+            with source_lock(catalog, source.name, wait_s=options.lock_wait_s):
+                result = run_batch(spark, source, records, options.max_records)
+        except SourceBusyError as exc:
+            report.busy += 1
+            logger.warning("source %s: %s; trying again in %.0f s", source.name, exc, options.poll_s)
+            stop.wait(options.poll_s)
+            continue
+        seen, last_end = dict(latest), time.monotonic()
+        cut = options.max_records is not None and result.records >= options.max_records and not result.held_everything
+        held = _held(result)
+        report.add(result)
+        if on_batch is not None:
+            on_batch(result)
+    report.seconds = time.monotonic() - started
+    logger.info(
+        "source %s: follower stopped (%s) after %d batch(es), %d record(s)",
+        source.name,
+        report.stopped_by,
+        report.batches,
+        report.records,
+    )
+    return report

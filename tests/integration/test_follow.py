@@ -1,0 +1,176 @@
+"""``cdclake ingest --follow`` on the real local stack: a test-owned PostgreSQL capture (its own tables, connector,
+topic prefix and slot), followed by one long-lived ingest process on one Spark session.
+
+* changes written while it runs reach the lake, which ends equal to the source (rows, checksums, keys);
+* one row's way from its source commit to a committed Iceberg snapshot is printed (a figure, not asserted;
+  ``benchmarks/`` measures it);
+* SIGTERM while a workload streams in stops it between batches: exit 0, ``stopped_by: signal``, no batch left
+  planned in the ledger;
+* a restarted follower goes on from the committed offsets, and the lake ends equal to the source again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+from owned_sources import (
+    CDCLAKE,
+    OwnedSource,
+    assert_lake_equals_source,
+    create_owned_tables,
+    owned_spec,
+    remove_source,
+)
+
+from cdclake.connect.lifecycle import ensure_connector, wait_running
+from cdclake.demo.database import app_sql, apply_demo_schema
+from cdclake.demo.topics import wait_for_records
+from cdclake.demo.workload import run_workload
+from cdclake.lake import LakeConfig
+from cdclake.stack import Stack
+
+pytestmark = [pytest.mark.integration("stack"), pytest.mark.spark]
+
+RUN = secrets.token_hex(3)
+
+
+@dataclass
+class Follower:
+    """One ``cdclake ingest --follow`` process, its output in files."""
+
+    proc: subprocess.Popen[str]
+    stdout: IO[str]
+    stderr_path: Path
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def stop(self, timeout_s: float = 180) -> dict[str, Any]:
+        """SIGTERM; the run's summary once it exited 0."""
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout=timeout_s)
+        self.stdout.seek(0)
+        out = self.stdout.read()
+        assert rc == 0, out[-2000:] + self.stderr()[-4000:]
+        return json.loads(out)
+
+
+def _start(src: OwnedSource, lake: Path, tmp: Path, name: str) -> Follower:
+    stdout = (tmp / f"{name}.out").open("w+")
+    stderr_path = tmp / f"{name}.err"
+    env = dict(os.environ, CDC_LAKE_DIR=str(lake), CDC_LOG_LEVEL="WARNING")
+    proc = subprocess.Popen(
+        [CDCLAKE, "ingest", "--spec", str(src.spec_path), "--lake", str(lake), "--follow", "--poll", "0.5", "--json"],
+        env=env,
+        stdout=stdout,
+        stderr=stderr_path.open("w"),
+        text=True,
+    )
+    return Follower(proc, stdout, stderr_path)
+
+
+def _wait_equal(src: OwnedSource, lake: Path, follower: Follower, timeout_s: float = 240) -> float:
+    """Seconds until the lake equals the source, the follower running all along."""
+    t0 = time.monotonic()
+    while True:
+        assert follower.proc.poll() is None, f"the follower exited ({follower.proc.returncode}): {follower.stderr()}"
+        try:
+            assert_lake_equals_source(src, lake)
+            return time.monotonic() - t0
+        except AssertionError:
+            if time.monotonic() - t0 > timeout_s:
+                raise AssertionError(f"not equal after {timeout_s} s; follower: {follower.stderr()[-4000:]}") from None
+            time.sleep(1)
+
+
+def _pending_batch(src: OwnedSource, lake: Path) -> str | None:
+    from cdclake.monitor import LakeMonitor
+
+    _, pending = LakeMonitor(LakeConfig.embedded(lake)).ledger(src.spec.name)
+    return pending.batch_id if pending else None
+
+
+@pytest.fixture(scope="module")
+def capture(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnedSource]:
+    client = stack.connect_client()
+    apply_demo_schema(stack)
+    src = owned_spec(tmp_path_factory.mktemp("follow-specs"), "postgres", f"follow_{RUN}")
+    try:
+        create_owned_tables(stack, src)
+        ensure_connector(client, src.spec, stack.database_endpoint(src.spec))
+        wait_running(client, src.spec.name)
+        wait_for_records(stack.config.kafka_bootstrap, dict.fromkeys(src.data_topics.values(), 1))
+        yield src
+    finally:
+        remove_source(stack, client, "postgres", src.spec, (src.customers, src.orders))
+
+
+def _row_visible_s(stack: Stack, src: OwnedSource, lake: Path, row_id: int, timeout_s: float = 60) -> float:
+    """Seconds from one insert's commit in PostgreSQL until a committed Iceberg snapshot holds the row."""
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.expressions import EqualTo
+
+    from cdclake.lake.names import spec_table_parts
+
+    catalog = load_catalog(**LakeConfig.embedded(lake).pyiceberg_properties())
+    identifier = spec_table_parts(src.spec, src.customers)
+    with app_sql(stack, "postgres") as sql:
+        sql.execute(f"INSERT INTO {src.customers} (id, name, email, region) VALUES (%s, 'fresh', NULL, 'EU')", [row_id])
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        table = catalog.load_table(identifier)
+        if table.scan(row_filter=EqualTo("id", row_id), selected_fields=("id",)).to_arrow().num_rows:
+            return time.monotonic() - t0
+        time.sleep(0.2)
+    raise AssertionError(f"row {row_id} not in {identifier} after {timeout_s} s")
+
+
+def test_a_follower_applies_changes_as_they_come_stops_on_sigterm_and_resumes(
+    capture: OwnedSource, stack: Stack, tmp_path: Path
+) -> None:
+    lake = tmp_path / "lake"
+    follower = _start(capture, lake, tmp_path, "first")
+    try:
+        print(f"snapshot rows equal after {_wait_equal(capture, lake, follower):.1f} s (Spark's start included)")
+        with app_sql(stack, "postgres") as sql:
+            run_workload(sql, capture.customers, capture.orders, 10_000)
+        print(f"workload equal {_wait_equal(capture, lake, follower):.1f} s after its last commit")
+        print(f"one insert visible in Iceberg after {_row_visible_s(stack, capture, lake, 50_000):.1f} s")
+
+        # SIGTERM while changes stream in: the batch in progress (if any) commits, nothing stays planned
+        with app_sql(stack, "postgres") as sql:
+            run_workload(sql, capture.customers, capture.orders, 20_000)
+        time.sleep(1.5)
+        first = follower.stop()
+    finally:
+        if follower.proc.poll() is None:
+            follower.proc.kill()
+    assert first["mode"] == "follow" and first["stopped_by"] == "signal", first
+    assert first["committed_batches"] >= 3 and first["checks"]["ok"], first
+    assert "SIGTERM received: stopping after the current batch" in follower.stderr()
+    assert _pending_batch(capture, lake) is None
+
+    # changes made while no follower runs, then a new follower: it goes on from the committed offsets
+    with app_sql(stack, "postgres") as sql:
+        run_workload(sql, capture.customers, capture.orders, 30_000)
+    again = _start(capture, lake, tmp_path, "again")
+    try:
+        _wait_equal(capture, lake, again)
+        second = again.stop()
+    finally:
+        if again.proc.poll() is None:
+            again.proc.kill()
+    assert second["committed_batches"] >= 1 and second["checks"]["ok"], second
+    assert second["last_batch"]["redo"] is False
+    assert _pending_batch(capture, lake) is None
+    assert_lake_equals_source(capture, lake)

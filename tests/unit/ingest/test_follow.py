@@ -1,0 +1,238 @@
+"""The follower of ``cdclake ingest --follow``: when it starts a batch (pure), and its loop over a scripted record
+source and a scripted batch, holding the source's lock of a real embedded lake (pyiceberg, SQLite catalog) for
+each batch. Spark, Kafka and the batch itself are not involved here: the batch is scripted (it is the scheduled
+mode's batch, tested on its own); the follower on the real stack: tests/integration/test_follow.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdclake.exceptions import RecordSourceError, SourceBusyError
+from cdclake.ingest.config import SourceConfig
+from cdclake.ingest.follow import (
+    STOPPED_BY_BATCHES,
+    STOPPED_BY_SIGNAL,
+    STOPPED_BY_TIME,
+    FollowOptions,
+    StopFlag,
+    batch_due,
+    batch_line,
+    follow,
+)
+from cdclake.ingest.lock import source_lock
+from cdclake.ingest.summary import BatchSummary
+from cdclake.lake import LakeConfig
+
+TP = ("pg.inventory.orders", 0)
+
+
+def _locked(catalog: Any, source: str = "pg") -> bool:
+    """Whether someone holds the source's lock (this process included): taking it at once fails."""
+    try:
+        with source_lock(catalog, source, wait_s=0):
+            return False
+    except SourceBusyError:
+        return True
+
+
+def _due(latest: dict[Any, int], seen: dict[Any, int] | None, **kw: Any) -> bool:
+    args = {"cut": False, "held": False, "since_last_s": 0.0, "hold_retry_s": 30.0} | kw
+    return batch_due(latest, seen, **args)
+
+
+def test_a_batch_is_due_at_start_on_new_records_after_a_cut_and_after_a_hold() -> None:
+    assert _due({TP: 5}, None)  # the first batch: an interrupted batch to redo, a release
+    assert _due({TP: 6}, {TP: 5})
+    assert _due({TP: 5, ("pg.inventory.customers", 0): 1}, {TP: 5})  # a new topic's records
+    assert not _due({TP: 5}, {TP: 5})
+    assert not _due({TP: 3}, {TP: 5})  # a re-created topic: the batch would stop; records make it due again
+    assert _due({TP: 5}, {TP: 5}, cut=True)
+    assert not _due({TP: 5}, {TP: 5}, held=True, since_last_s=29.9)
+    assert _due({TP: 5}, {TP: 5}, held=True, since_last_s=30.0)
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [({"poll_s": 0}, "poll_s"), ({"run_for_s": -1}, "run_for_s"), ({"max_batches": 0}, "max_batches")],
+)
+def test_bad_options_name_the_option(options: dict[str, float], error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        FollowOptions(**options)
+
+
+class ScriptedRecords:
+    """A record source whose end offsets follow a script (one value per look; the last repeats)."""
+
+    def __init__(self, ends: list[int | Exception]) -> None:
+        self.ends = ends
+        self.looks = 0
+
+    def watermarks(self) -> tuple[dict[Any, int], dict[Any, int]]:
+        end = self.ends[min(self.looks, len(self.ends) - 1)]
+        self.looks += 1
+        if isinstance(end, Exception):
+            raise end
+        return {TP: 0}, {TP: end}
+
+
+class ScriptedBatches:
+    """Batches that record whether the source's lock was held while they ran, and return scripted summaries."""
+
+    def __init__(self, catalog: Any, results: list[dict[str, Any]] | None = None, stop: StopFlag | None = None):
+        self.catalog, self.results, self.stop = catalog, results or [], stop
+        self.locked: list[bool] = []
+
+    def __call__(self, spark: Any, source: SourceConfig, records: Any, max_records: int | None) -> BatchSummary:
+        self.locked.append(_locked(self.catalog, source.name))
+        n = len(self.locked)
+        spec = self.results[n - 1] if n <= len(self.results) else {}
+        if spec.get("stop_during") and self.stop is not None:
+            self.stop.set()  # as SIGTERM would, while the batch runs
+        return BatchSummary(
+            source=source.name,
+            batch_id=spec.get("batch_id", f"b{n}"),
+            status="committed",
+            records=spec.get("records", 10),
+            transactions={"counts": {"held": spec.get("held", 0)}},
+            held_everything=spec.get("held_everything", False),
+        )
+
+
+@pytest.fixture
+def catalog(tmp_path: Path):  # type: ignore[no-untyped-def]
+    from pyiceberg.catalog import load_catalog
+
+    lake = LakeConfig.embedded(tmp_path / "lake")
+    lake.ensure_dirs()
+    return load_catalog(**lake.pyiceberg_properties())
+
+
+SOURCE = SourceConfig(name="pg", topic_prefix="pg")
+
+
+def test_it_batches_when_records_arrive_holding_the_lock_and_stops_after_max_batches(catalog: Any) -> None:
+    records = ScriptedRecords([5, 5, 5, 8, 8, 9])
+    batches = ScriptedBatches(catalog)
+    seen: list[str | None] = []
+    report = follow(
+        None,  # type: ignore[arg-type]
+        SOURCE,
+        records,  # type: ignore[arg-type]
+        catalog,
+        batches,
+        options=FollowOptions(poll_s=0.01, max_batches=3),
+        on_batch=lambda b: seen.append(b.batch_id),
+    )
+    # batches at the first look (5), when 8 arrived and when 9 did; none while the end stayed put
+    assert seen == ["b1", "b2", "b3"] and records.looks == 6
+    assert batches.locked == [True, True, True]
+    assert not _locked(catalog)  # released after each batch
+    assert report.stopped_by == STOPPED_BY_BATCHES and report.batches == report.committed == 3
+    assert report.records == 30 and report.as_dict()["checks"]["ok"]
+
+
+def test_a_cut_batch_is_followed_at_once_and_a_held_one_after_hold_retry(catalog: Any) -> None:
+    records = ScriptedRecords([5])  # nothing new after the first look
+    batches = ScriptedBatches(catalog, [{"records": 4}, {"records": 2, "held": 1}, {"records": 0}])
+    report = follow(
+        None,  # type: ignore[arg-type]
+        SOURCE,
+        records,  # type: ignore[arg-type]
+        catalog,
+        batches,
+        options=FollowOptions(poll_s=0.01, max_batches=3, max_records=4, hold_retry_s=0.2),
+    )
+    assert report.batches == 3  # 4 records = the cap: again at once; then one held: again after 0.2 s
+    assert records.looks >= 3 + int(0.2 / 0.01) // 2
+
+
+def test_a_stop_during_a_batch_ends_the_follower_after_that_batch(catalog: Any) -> None:
+    stop = StopFlag()
+    batches = ScriptedBatches(catalog, [{}, {"stop_during": True}, {}], stop=stop)
+    report = follow(
+        None,  # type: ignore[arg-type]
+        SOURCE,
+        ScriptedRecords([1, 2, 3, 4]),  # type: ignore[arg-type]
+        catalog,
+        batches,
+        options=FollowOptions(poll_s=0.01),
+        stop=stop,
+    )
+    assert report.batches == 2 and report.last is not None and report.last.batch_id == "b2"
+    assert report.stopped_by == STOPPED_BY_SIGNAL and not _locked(catalog)
+
+
+def test_run_for_stops_it_between_batches(catalog: Any) -> None:
+    report = follow(
+        None,  # type: ignore[arg-type]
+        SOURCE,
+        ScriptedRecords([1]),  # type: ignore[arg-type]
+        catalog,
+        ScriptedBatches(catalog),
+        options=FollowOptions(poll_s=0.01, run_for_s=0.3),
+    )
+    assert report.stopped_by == STOPPED_BY_TIME and report.batches == 1 and report.seconds >= 0.3
+
+
+def test_kafka_unreachable_is_retried_then_raised(catalog: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("cdclake.ingest.follow.MAX_WATERMARK_FAILURES", 3)
+    down = RecordSourceError("cannot list topics on Kafka 127.0.0.1:1")
+    recovering = ScriptedRecords([down, down, 7])
+    report = follow(
+        None,  # type: ignore[arg-type]
+        SOURCE,
+        recovering,  # type: ignore[arg-type]
+        catalog,
+        ScriptedBatches(catalog),
+        options=FollowOptions(poll_s=0.001, max_batches=1),
+    )
+    assert report.batches == 1 and recovering.looks == 3
+    with pytest.raises(RecordSourceError, match="cannot list topics"):
+        follow(
+            None,  # type: ignore[arg-type]
+            SOURCE,
+            ScriptedRecords([down]),  # type: ignore[arg-type]
+            catalog,
+            ScriptedBatches(catalog),
+            options=FollowOptions(poll_s=0.001),
+        )
+
+
+def test_sigterm_sets_the_flag_and_the_old_handler_comes_back() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    stop = StopFlag()
+    with stop.on_signals():
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.wait(5) and stop.reason == STOPPED_BY_SIGNAL
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_stop_wakes_a_waiting_follower() -> None:
+    stop = StopFlag()
+    threading.Timer(0.05, stop.set).start()
+    assert stop.wait(10)
+
+
+def test_the_batch_line_says_what_was_applied_and_how_fresh_it_is() -> None:
+    summary = {
+        "source": "pg",
+        "batch_id": "b7",
+        "records": 12,
+        "dead_lettered": 1,
+        "tables": {"lake.pg.inventory.orders": {"applied": 9}, "lake.pg.inventory.customers": {"applied": 2}},
+        "phases_s": {"plan": 0.2, "apply": 1.1},
+        "source_ts": {"first": "2026-11-26T10:00:00+00:00", "last": "2026-11-26T10:00:01.500000+00:00"},
+        "checks": {"problems": []},
+    }
+    line = batch_line(summary, now=datetime(2026, 11, 26, 10, 0, 4, tzinfo=UTC))
+    assert line == (
+        "batch b7: 12 records, 11 applied, 1 dead-lettered, 1.3 s, visible 2.5 s after its last source commit"
+    )
+    assert batch_line({"source": "pg", "batch_id": None}) == "pg: nothing new"

@@ -27,7 +27,7 @@ def _kafka_relations(frame) -> int:  # type: ignore[no-untyped-def]
 
 
 def test_ranges_are_read_exactly_and_a_topic_filter_reads_only_that_topic(
-    kafka_bootstrap: str, spark: SparkSession
+    kafka_bootstrap: str, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run = uuid.uuid4().hex[:8]
     topics = [f"it-src-{run}.a", f"it-src-{run}.b"]
@@ -82,3 +82,16 @@ def test_ranges_are_read_exactly_and_a_topic_filter_reads_only_that_topic(
         sampler.at([(topics[0], 0, 0)])
     assert sampler.at([]).count() == 0
     assert source.sampler(spark, []).spread().count() == 0
+
+    # the driver's reads: each distinct point once, in the order given; a point past the log's end has no row and
+    # costs no wait (the partition's end is an event); windows of a partition read with one seek each
+    asked = [(topics[1], 0, 5), (topics[0], 1, 1), (topics[0], 1, 1), (topics[0], 1, 9), (topics[0], 1, 3)]
+    fetched = source.fetch(asked, timeout_s=30)
+    assert [(r[2], r[3], r[4], r[1]) for r in fetched] == [
+        (topics[1], 0, 5, f"{topics[1]}:10".encode()),
+        (topics[0], 1, 1, f"{topics[0]}:3".encode()),
+        (topics[0], 1, 3, f"{topics[0]}:7".encode()),
+    ]
+    monkeypatch.setattr("cdclake.ingest.sources.FETCH_WINDOW_GAP", 1)  # 0, 2, 4: three windows, three rounds
+    spread_out = [(topics[0], 0, o) for o in (4, 0, 2)]
+    assert [r[4] for r in source.fetch(spread_out, timeout_s=30)] == [4, 0, 2]

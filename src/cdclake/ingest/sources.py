@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from cdclake.exceptions import ConfigError, RecordSourceError
 from cdclake.ingest.offsets import OffsetRange, TopicPartition, within
@@ -90,20 +90,24 @@ class KafkaRecordSource(RecordSource):
         self.patterns = [re.compile(p) for p in patterns]
         self.kafka_options = kafka_options or {}
 
-    def _consumer(self):  # type: ignore[no-untyped-def]
-        """A plain Kafka consumer of the driver (confluent-kafka): no group offsets, no auto-commit."""
+    def _consumer(self, fetch: bool = False):  # type: ignore[no-untyped-def]
+        """A plain Kafka consumer of the driver (confluent-kafka): no group offsets, no auto-commit. ``fetch``: one
+        that reads records (:meth:`fetch`): the end of a partition is an event, and a fetch that finds fewer
+        records than it asks for returns at once instead of waiting for more (librdkafka's default waits
+        ``fetch.wait.max.ms``, 500 ms, which a read of a few records would pay at every seek)."""
         from confluent_kafka import Consumer
 
-        return Consumer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "group.id": "cdclake-planner",
-                "enable.auto.commit": False,
-                # what Spark's Kafka source reads too
-                "isolation.level": "read_uncommitted",
-                "log_level": 0,
-            }
-        )
+        config: dict[str, object] = {
+            "bootstrap.servers": self.bootstrap,
+            "group.id": "cdclake-planner",
+            "enable.auto.commit": False,
+            # what Spark's Kafka source reads too
+            "isolation.level": "read_uncommitted",
+            "log_level": 0,
+        }
+        if fetch:
+            config |= {"enable.partition.eof": True, "fetch.wait.max.ms": 5}
+        return Consumer(config)
 
     def watermarks(self, timeout_s: float = 15.0) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
         from confluent_kafka import TopicPartition as CTP
@@ -147,50 +151,83 @@ class KafkaRecordSource(RecordSource):
         return KafkaSampler(self, spark, ranges)
 
     def fetch(self, points: Sequence[tuple[str, int, int]], timeout_s: float = 10.0) -> list[tuple[object, ...]]:
-        """The records at these ``(topic, partition, offset)`` points, read by the driver itself.
+        """The records at these ``(topic, partition, offset)`` points, read by the driver itself: one row per distinct
+        point, in the order the points are first given.
 
         Rows of :data:`cdclake.decode.records.KAFKA_RECORD_SCHEMA`. An offset that holds no record (compacted
-        away, or a transaction marker) gives no row, as a filter over the records would.
+        away, or a transaction marker) gives no row, as a filter over the records would. The points of a
+        partition are read in windows (:func:`fetch_windows`): one seek per window, then the records in order,
+        so a small batch whose every record is a point costs one read per partition, not one per record.
 
         Raises:
             RecordSourceError: the broker cannot be read (the message names the point).
         """
-        from datetime import UTC, datetime
-
         from confluent_kafka import TopicPartition as CTP
 
-        rows: list[tuple[object, ...]] = []
-        consumer = self._consumer()
-        try:
-            for topic, partition, offset in points:
-                consumer.assign([CTP(topic, partition, offset)])
-                message = consumer.poll(timeout_s)
-                if message is None:  # nothing at or after the offset (a marker at the log's end): no sample there
-                    logger.warning("no Kafka record at %s/%s@%s within %ss", topic, partition, offset, timeout_s)
+        wanted: dict[tuple[str, int], list[int]] = {}
+        for topic, partition, offset in points:
+            wanted.setdefault((topic, partition), []).append(offset)
+        windows = {tp: fetch_windows(offsets) for tp, offsets in wanted.items()}
+        rows: dict[tuple[str, int, int], tuple[object, ...]] = {}
+        for round_ in range(max((len(w) for w in windows.values()), default=0)):
+            # every partition's next window in one assignment, read by a consumer of its own: a consumer reads
+            # its assigned partitions together, and re-assigning a live consumer costs about a second
+            todo = {tp: w[round_] for tp, w in windows.items() if len(w) > round_}
+            consumer = self._consumer(fetch=True)
+            try:
+                consumer.assign([CTP(topic, partition, window[0]) for (topic, partition), window in todo.items()])
+                self._read_windows(consumer, todo, rows, timeout_s)
+            finally:
+                consumer.close()
+        return [rows[p] for p in dict.fromkeys(points) if p in rows]
+
+    def _read_windows(
+        self,
+        consumer: Any,
+        todo: dict[tuple[str, int], list[int]],
+        rows: dict[tuple[str, int, int], tuple[object, ...]],
+        timeout_s: float,
+    ) -> None:
+        """Read the windows ``todo`` (sorted offsets per partition, each partition assigned at its first) into
+        ``rows``, until each window's last point is passed, its partition's end is reached, or ``timeout_s``."""
+        from confluent_kafka import KafkaError
+
+        at = dict.fromkeys(todo, 0)  # todo[tp][at[tp]] is the partition's next point to find
+        deadline = time.monotonic() + timeout_s
+        while any(at[tp] < len(todo[tp]) for tp in todo):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                # nothing at or after the offset (a marker at the log's end): no sample there
+                for (topic, partition), window in todo.items():
+                    if at[(topic, partition)] < len(window):
+                        logger.warning(
+                            "no Kafka record at %s/%s@%s within %ss",
+                            topic,
+                            partition,
+                            window[at[(topic, partition)]],
+                            timeout_s,
+                        )
+                return
+            # short waits: a consume that asks for more records than come waits its whole timeout
+            for message in consumer.consume(num_messages=500, timeout=min(left, 0.05)):
+                tp = (message.topic(), message.partition())
+                window = todo.get(tp)
+                if window is None or at[tp] >= len(window):
                     continue
-                if message.error() is not None:
+                error = message.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    at[tp] = len(window)  # the log ends before the window's remaining points: no records there
+                    continue
+                if error is not None:
                     raise RecordSourceError(
-                        f"cannot read {topic}/{partition}@{offset} from Kafka {self.bootstrap}: {message.error()}"
+                        f"cannot read {tp[0]}/{tp[1]}@{window[at[tp]]} from Kafka {self.bootstrap}: {error}"
                     )
-                if message.offset() != offset:
-                    continue  # no record at that offset
-                _, millis = message.timestamp()
-                stamp = datetime.fromtimestamp(millis / 1000, tz=UTC) if millis is not None and millis >= 0 else None
-                headers = message.headers()
-                rows.append(
-                    (
-                        message.key(),
-                        message.value(),
-                        topic,
-                        partition,
-                        offset,
-                        stamp,
-                        None if headers is None else [(k, v) for k, v in headers],
-                    )
-                )
-        finally:
-            consumer.close()
-        return rows
+                offset = message.offset()
+                while at[tp] < len(window) and window[at[tp]] < offset:
+                    at[tp] += 1  # a point passed without a record (compacted away, a marker) has none
+                if at[tp] < len(window) and window[at[tp]] == offset:
+                    rows[(tp[0], tp[1], offset)] = _fetched_row(message, tp[0], tp[1], offset)
+                    at[tp] += 1
 
     def _read_topic(self, spark: SparkSession, topic: str, ranges: Sequence[OffsetRange]) -> DataFrame:
         start = {topic: {str(r.partition): r.start for r in ranges}}
@@ -210,6 +247,9 @@ class KafkaRecordSource(RecordSource):
             # (kilobytes each) is read in far fewer round trips (1.7x faster, docs/benchmarks.md)
             .option("kafka.max.partition.fetch.bytes", str(8 * 2**20))
             .option("kafka.fetch.max.bytes", str(64 * 2**20))
+            # a read that reaches the end of the log returns at once: the consumer's default lets the broker hold
+            # such a fetch 500 ms waiting for records the range does not need, once per task
+            .option("kafka.fetch.max.wait.ms", "10")
         )
         for key, value in self.kafka_options.items():
             reader = reader.option(key, value)
@@ -285,6 +325,42 @@ class FrameSampler:
         point = F.struct(F.col("topic"), F.col("partition").cast("int"), F.col("offset").cast("long"))
         wanted = [F.struct(F.lit(t), F.lit(p), F.lit(o).cast("long")) for t, p, o in sorted(set(points))]
         return self.frame.where(point.isin(*wanted))
+
+
+#: Points of a partition closer than this many offsets are read in one window (records in between are read and
+#: dropped): reading a few hundred records costs less than a seek.
+FETCH_WINDOW_GAP = 256
+
+
+def fetch_windows(offsets: Iterable[int], gap: int | None = None) -> list[list[int]]:
+    """The sorted distinct ``offsets`` of one partition in windows read one seek each: a new window starts where
+    the next offset is more than ``gap`` (default :data:`FETCH_WINDOW_GAP`) past the previous one (pure)."""
+    gap = FETCH_WINDOW_GAP if gap is None else gap
+    windows: list[list[int]] = []
+    for offset in sorted(set(offsets)):
+        if windows and offset - windows[-1][-1] <= gap:
+            windows[-1].append(offset)
+        else:
+            windows.append([offset])
+    return windows
+
+
+def _fetched_row(message: Any, topic: str, partition: int, offset: int) -> tuple[object, ...]:
+    """A confluent-kafka message as a row of :data:`cdclake.decode.records.KAFKA_RECORD_SCHEMA`."""
+    from datetime import UTC, datetime
+
+    _, millis = message.timestamp()
+    stamp = datetime.fromtimestamp(millis / 1000, tz=UTC) if millis is not None and millis >= 0 else None
+    headers = message.headers()
+    return (
+        message.key(),
+        message.value(),
+        topic,
+        partition,
+        offset,
+        stamp,
+        None if headers is None else [(k, v) for k, v in headers],
+    )
 
 
 def spread_points(ranges: Sequence[OffsetRange]) -> list[tuple[str, int, int]]:

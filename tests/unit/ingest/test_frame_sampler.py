@@ -7,7 +7,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdclake.decode import records_from_dicts
 from cdclake.ingest.offsets import OffsetRange
-from cdclake.ingest.sources import FrameSampler, spread_points
+from cdclake.ingest.sources import FrameSampler, fetch_windows, spread_points
 
 pytestmark = pytest.mark.spark
 
@@ -44,3 +44,9 @@ def test_points_missing_from_the_frame_are_not_in_the_sample(spark: SparkSession
     assert sorted((r["topic"], r["partition"], r["offset"]) for r in sampler.at(points).collect()) == sorted(points)
     assert sampler.at([]).count() == 0
     assert FrameSampler(_frame(spark), []).spread().count() == 0
+
+
+def test_the_driver_reads_a_partitions_points_in_windows_one_seek_each() -> None:
+    assert fetch_windows([7, 3, 3, 5, 900, 1000, 1257]) == [[3, 5, 7], [900, 1000], [1257]]
+    assert fetch_windows([0, 2, 4], gap=1) == [[0], [2], [4]]
+    assert fetch_windows([]) == []

@@ -1,0 +1,93 @@
+"""Figures for small batches from Kafka in one warm Spark session (what `cdclake ingest --follow` runs).
+
+Usage: .venv/bin/python benchmarks/bench_small_batches.py [--batches 5] [--lake DIR]
+
+Starts the local stack if it is down and registers the stack's PostgreSQL connector (spec ``postgres``, the
+demo's tables, transaction metadata on). In one SparkSession, first drains what the topics hold, then
+``--batches`` times: writes one demo workload (inserts, updates, deletes, multi-table transactions; about 60
+records with BEGIN/END), waits 3 s, runs one batch (:func:`cdclake.ingest.runner.ingest_from_kafka`). Prints
+each batch's wall time, its phases and the time spent inside Spark jobs (from Spark's status API), then the
+median of the warm batches. Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+import urllib.request
+from datetime import datetime
+from pathlib import Path
+
+
+def _jobs(ui: str, app: str) -> list[dict[str, object]]:
+    with urllib.request.urlopen(f"{ui}/api/v1/applications/{app}/jobs", timeout=10) as response:
+        return json.load(response)
+
+
+def _job_seconds(job: dict[str, object]) -> float:
+    start = datetime.strptime(str(job["submissionTime"])[:23], "%Y-%m-%dT%H:%M:%S.%f")
+    end = job.get("completionTime")
+    return (datetime.strptime(str(end)[:23], "%Y-%m-%dT%H:%M:%S.%f") - start).total_seconds() if end else 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batches", type=int, default=5)
+    parser.add_argument("--lake", type=Path, default=None, help="embedded lake (default: a temporary one)")
+    args = parser.parse_args()
+
+    from cdclake.connect.lifecycle import ensure_connector, wait_running
+    from cdclake.connectors import load_spec
+    from cdclake.demo.database import app_sql, apply_demo_schema
+    from cdclake.demo.workload import run_workload
+    from cdclake.ingest.runner import ingest_from_kafka
+    from cdclake.lake import LakeConfig
+    from cdclake.spark import build_spark_session
+    from cdclake.stack import Stack
+
+    stack = Stack()
+    stack.up()
+    apply_demo_schema(stack)
+    spec = load_spec("postgres")
+    client = stack.connect_client()
+    ensure_connector(client, spec, stack.database_endpoint(spec))
+    wait_running(client, spec.name)
+    lake = args.lake or Path(tempfile.mkdtemp(prefix="bench-small-"))
+    spark = build_spark_session(
+        "bench-small-batches",
+        lake=LakeConfig.embedded(lake),
+        extra_conf={"spark.ui.enabled": "true", "spark.ui.port": "4045"},
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    ui, app = spark.sparkContext.uiWebUrl, spark.sparkContext.applicationId
+    try:
+        t0 = time.monotonic()
+        drained = ingest_from_kafka(spark, spec.name)
+        print(f"drain: {drained.records} records in {time.monotonic() - t0:.1f} s (the session's first batch)")
+        walls: list[float] = []
+        for i in range(args.batches):
+            with app_sql(stack, "postgres") as sql:
+                run_workload(sql, "inventory.customers", "inventory.orders", 700_000 + 10_000 * i)
+            time.sleep(3)
+            before = {j["jobId"] for j in _jobs(ui, app)}
+            t0 = time.monotonic()
+            summary = ingest_from_kafka(spark, spec.name)
+            wall = time.monotonic() - t0
+            walls.append(wall)
+            new = [j for j in _jobs(ui, app) if j["jobId"] not in before]
+            phases = ", ".join(f"{k} {v:.2f}" for k, v in summary.phases.items() if v >= 0.005)
+            print(
+                f"batch {i + 1}: {summary.records} records, {wall:.1f} s; {len(new)} Spark jobs, "
+                f"{sum(_job_seconds(j) for j in new):.1f} s inside them; phases: {phases}"
+            )
+        if len(walls) > 1:
+            print(f"median of batches 2-{len(walls)}: {statistics.median(walls[1:]):.1f} s")
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -66,6 +66,7 @@ class Follower:
 
 
 def _start(src: OwnedSource, lake: Path, tmp: Path, name: str) -> Follower:
+    LakeConfig.embedded(lake).ensure_dirs()  # its catalog exists before the follower's first batch: reconcile reads it
     stdout = (tmp / f"{name}.out").open("w+")
     stderr_path = tmp / f"{name}.err"
     env = dict(os.environ, CDC_LAKE_DIR=str(lake), CDC_LOG_LEVEL="WARNING")

@@ -24,6 +24,7 @@ from cdclake.lake import LakeConfig
 from cdclake.lake.audit import DEAD_LETTERS
 
 if TYPE_CHECKING:
+    from cdclake.ingest.follow import FollowOptions
     from cdclake.ingest.summary import BatchSummary
 
 console = Console(stderr=True)
@@ -202,23 +203,16 @@ def ingest(
         )
     if not follow and (run_for is not None or max_batches is not None):
         raise typer.BadParameter("--run-for and --max-batches go with --follow", param_hint="--follow")
-    spark = _session(lake)
     if follow:
-        _follow(
-            spark,
-            spec,
-            bootstrap,
-            max_records,
-            lock_wait,
-            schema_source,
-            poll,
-            run_for,
-            max_batches,
-            summary_json,
-            as_json,
-            allow_dead_letters,
+        from cdclake.ingest.follow import FollowOptions
+
+        options = FollowOptions(
+            poll_s=poll, run_for_s=run_for, max_batches=max_batches, max_records=max_records, lock_wait_s=lock_wait
         )
+        spark = _session(lake)
+        _follow(spark, spec, bootstrap, schema_source, options, summary_json, as_json, allow_dead_letters)
         return
+    spark = _session(lake)
     summary = ingest_from_kafka(
         spark,
         spec,
@@ -239,23 +233,16 @@ def _follow(  # noqa: PLR0913 - the command's options, passed through
     spark,  # type: ignore[no-untyped-def]
     spec: str,
     bootstrap: str | None,
-    max_records: int | None,
-    lock_wait: float,
     schema_source: str | None,
-    poll: float,
-    run_for: float | None,
-    max_batches: int | None,
+    options: FollowOptions,
     summary_json: Path | None,
     as_json: bool,
     allow_dead_letters: bool,
 ) -> None:
     """``ingest --follow``: batches until stopped, a line per batch, then the run's summary."""
-    from cdclake.ingest.follow import FollowOptions, StopFlag, batch_line
+    from cdclake.ingest.follow import StopFlag, batch_line
     from cdclake.ingest.runner import follow_kafka
 
-    options = FollowOptions(
-        poll_s=poll, run_for_s=run_for, max_batches=max_batches, max_records=max_records, lock_wait_s=lock_wait
-    )
     batches: list[dict[str, Any]] = []
 
     def report(batch: BatchSummary) -> None:

@@ -21,6 +21,7 @@ from cdclake.ingest.follow import (
     STOPPED_BY_SIGNAL,
     STOPPED_BY_TIME,
     FollowOptions,
+    FollowReport,
     StopFlag,
     batch_due,
     batch_line,
@@ -117,15 +118,18 @@ def catalog(tmp_path: Path):  # type: ignore[no-untyped-def]
 SOURCE = SourceConfig(name="pg", topic_prefix="pg")
 
 
+def _follow(catalog: Any, records: ScriptedRecords, batches: ScriptedBatches, **kw: Any) -> FollowReport:
+    """The follower of source ``pg`` over scripted records and batches (no Spark: the batch is scripted)."""
+    return follow(None, SOURCE, records, catalog, batches, **kw)  # type: ignore[arg-type]
+
+
 def test_it_batches_when_records_arrive_holding_the_lock_and_stops_after_max_batches(catalog: Any) -> None:
     records = ScriptedRecords([5, 5, 5, 8, 8, 9])
     batches = ScriptedBatches(catalog)
     seen: list[str | None] = []
-    report = follow(
-        None,  # type: ignore[arg-type]
-        SOURCE,
-        records,  # type: ignore[arg-type]
+    report = _follow(
         catalog,
+        records,
         batches,
         options=FollowOptions(poll_s=0.01, max_batches=3),
         on_batch=lambda b: seen.append(b.batch_id),
@@ -141,11 +145,9 @@ def test_it_batches_when_records_arrive_holding_the_lock_and_stops_after_max_bat
 def test_a_cut_batch_is_followed_at_once_and_a_held_one_after_hold_retry(catalog: Any) -> None:
     records = ScriptedRecords([5])  # nothing new after the first look
     batches = ScriptedBatches(catalog, [{"records": 4}, {"records": 2, "held": 1}, {"records": 0}])
-    report = follow(
-        None,  # type: ignore[arg-type]
-        SOURCE,
-        records,  # type: ignore[arg-type]
+    report = _follow(
         catalog,
+        records,
         batches,
         options=FollowOptions(poll_s=0.01, max_batches=3, max_records=4, hold_retry_s=0.2),
     )
@@ -156,11 +158,9 @@ def test_a_cut_batch_is_followed_at_once_and_a_held_one_after_hold_retry(catalog
 def test_a_stop_during_a_batch_ends_the_follower_after_that_batch(catalog: Any) -> None:
     stop = StopFlag()
     batches = ScriptedBatches(catalog, [{}, {"stop_during": True}, {}], stop=stop)
-    report = follow(
-        None,  # type: ignore[arg-type]
-        SOURCE,
-        ScriptedRecords([1, 2, 3, 4]),  # type: ignore[arg-type]
+    report = _follow(
         catalog,
+        ScriptedRecords([1, 2, 3, 4]),
         batches,
         options=FollowOptions(poll_s=0.01),
         stop=stop,
@@ -170,11 +170,9 @@ def test_a_stop_during_a_batch_ends_the_follower_after_that_batch(catalog: Any) 
 
 
 def test_run_for_stops_it_between_batches(catalog: Any) -> None:
-    report = follow(
-        None,  # type: ignore[arg-type]
-        SOURCE,
-        ScriptedRecords([1]),  # type: ignore[arg-type]
+    report = _follow(
         catalog,
+        ScriptedRecords([1]),
         ScriptedBatches(catalog),
         options=FollowOptions(poll_s=0.01, run_for_s=0.3),
     )
@@ -185,21 +183,17 @@ def test_kafka_unreachable_is_retried_then_raised(catalog: Any, monkeypatch: pyt
     monkeypatch.setattr("cdclake.ingest.follow.MAX_WATERMARK_FAILURES", 3)
     down = RecordSourceError("cannot list topics on Kafka 127.0.0.1:1")
     recovering = ScriptedRecords([down, down, 7])
-    report = follow(
-        None,  # type: ignore[arg-type]
-        SOURCE,
-        recovering,  # type: ignore[arg-type]
+    report = _follow(
         catalog,
+        recovering,
         ScriptedBatches(catalog),
         options=FollowOptions(poll_s=0.001, max_batches=1),
     )
     assert report.batches == 1 and recovering.looks == 3
     with pytest.raises(RecordSourceError, match="cannot list topics"):
-        follow(
-            None,  # type: ignore[arg-type]
-            SOURCE,
-            ScriptedRecords([down]),  # type: ignore[arg-type]
+        _follow(
             catalog,
+            ScriptedRecords([down]),
             ScriptedBatches(catalog),
             options=FollowOptions(poll_s=0.001),
         )

@@ -32,29 +32,17 @@ The **CDC source** tab of this DAG shows the source: connector, lag, batches, de
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
-
-from airflow.sdk import DAG, Asset, TaskGroup, task
+from airflow.sdk import DAG, task
 
 from cdclake.connectors import ConnectorSpec, load_specs
 from cdclake.orchestration import job_arguments
 from cdclake.orchestration.defaults import INGEST_BATCH_TIMEOUT, START_DATE, default_args
 from cdclake.orchestration.deployment import enabled_specs, ingest_interval
-from cdclake_airflow.assets import spec_assets
-from cdclake_airflow.callables import check_dead_letters, check_ingest_result, ingest_pending, publish_table_change
+from cdclake_airflow.batch_tasks import summary_tasks
+from cdclake_airflow.callables import ingest_pending
 from cdclake_airflow.operators.spark_job import CdcSparkJobOperator
 
 DAG_ID_PREFIX = "cdc_ingest__"
-
-
-def publish_task(data_collection: str, asset: Asset) -> Any:
-    """The task emitting ``asset``'s event when the batch changed the table (declared as its outlet)."""
-
-    @task(task_id=data_collection.replace(".", "__"), outlets=[asset])
-    def publish(summary: dict[str, Any], **context: Any) -> dict[str, Any]:
-        return publish_table_change(summary, asset, context["outlet_events"])
-
-    return publish
 
 
 def ingest_dag(spec: ConnectorSpec, interval: timedelta) -> DAG:
@@ -84,20 +72,8 @@ def ingest_dag(spec: ConnectorSpec, interval: timedelta) -> DAG:
             connections=() if spec.converters.value_schemas_enable else (spec.reader_connection_id,),
         )
 
-        @task
-        def check_batch(result: dict[str, Any]) -> dict[str, Any]:
-            return check_ingest_result(result)
-
-        @task
-        def dead_letters(summary: dict[str, Any]) -> dict[str, dict[str, int]]:
-            return check_dead_letters(summary)
-
         pending() >> ingest
-        summary = check_batch(ingest.output)
-        dead_letters(summary)
-        with TaskGroup("publish"):
-            for data_collection, asset in spec_assets(spec).items():
-                publish_task(data_collection, asset)(summary)
+        summary_tasks(spec, ingest.output)
     return dag
 
 

@@ -3,7 +3,7 @@
 * a FastAPI app mounted by the API server at ``/cdclake`` (:mod:`cdclake_airflow.view.app`), behind Airflow's
   authentication;
 * ``CDC`` in the navigation bar: every source at a glance;
-* a ``CDC source`` tab on each DAG, showing the source of ``cdc_ingest__<source>``.
+* a ``CDC source`` tab on each DAG, showing the source of ``cdc_ingest__<source>`` and ``cdc_follow__<source>``.
 
 Every Airflow process loads plugins, so this module stays light: the app (FastAPI, Jinja, pyiceberg) is built
 by the API server on its first request.

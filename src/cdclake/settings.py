@@ -262,6 +262,24 @@ class Settings:
         f"a duration of at least {MIN_INGEST_INTERVAL.seconds} s: `90s`, `1m`, `2h` or seconds (`300`)",
         shown_default="`5m` (the local stack: `1m`)",
     )
+    follow_sources: tuple[str, ...] = _var(
+        "CDC_FOLLOW_SOURCES",
+        (),
+        "the sources ingested continuously: each gets a `cdc_follow__<source>` DAG that keeps an `ingest --follow` "
+        "job running",
+        _names,
+        "comma-separated spec names among the deployment's sources",
+        shown_default="none",
+    )
+    follow_run_for: timedelta = _var(
+        "CDC_FOLLOW_RUN_FOR",
+        timedelta(minutes=30),
+        "how long one run of a `cdc_follow__<source>` DAG follows before it stops between batches and the next "
+        "run takes over",
+        _interval,
+        f"a duration of at least {MIN_INGEST_INTERVAL.seconds} s: `90s`, `30m`, `1h` or seconds",
+        shown_default="`30m`",
+    )
     spark_pool: str = _var(
         "CDC_SPARK_POOL",
         "default_pool",

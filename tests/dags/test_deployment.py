@@ -70,3 +70,36 @@ def test_only_the_deployments_sources_get_ingest_dags(monkeypatch: pytest.Monkey
     assert bag.dags["cdc_snapshot"].params.get_param("source").schema["enum"] == ["mariadb", "postgres"]
     # a run starts with the cheap check; Spark only runs when it finds work
     assert dag.get_task("pending").downstream_task_ids == {"ingest"}
+
+
+def test_followed_sources_get_a_continuous_follower_dag(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cdclake.orchestration.defaults import INGEST_BATCH_TIMEOUT
+
+    bag = _bag(monkeypatch, CDC_SOURCES="postgres,mariadb", CDC_FOLLOW_SOURCES="postgres", CDC_FOLLOW_RUN_FOR="20m")
+    assert not bag.import_errors
+    assert sorted(d for d in bag.dags if d.startswith("cdc_follow__")) == ["cdc_follow__postgres"]
+    dag = bag.dags["cdc_follow__postgres"]
+    assert type(dag.timetable).__name__ == "ContinuousTimetable" and dag.max_active_runs == 1 and not dag.catchup
+    follow = dag.get_task("follow")
+    args = follow.application_args
+    assert args[:2] == ["--spec", "postgres"] and "--follow" in args
+    assert args[args.index("--run-for") + 1] == "1200"
+    # a standing job stays out of the Spark pool of the scheduled batches
+    assert follow.pool == "default_pool"
+    assert follow.execution_timeout == timedelta(minutes=20) + INGEST_BATCH_TIMEOUT <= dag.dagrun_timeout
+    assert follow.downstream_task_ids == {"check_batch"}
+    publish = {t.task_id for t in dag.tasks if t.task_id.startswith("publish.")}
+    assert publish == {t.task_id for t in bag.dags["cdc_ingest__postgres"].tasks if t.task_id.startswith("publish.")}
+    assert {a.name for t in dag.tasks for a in t.outlets} == {
+        a.name for t in bag.dags["cdc_ingest__postgres"].tasks for a in t.outlets
+    }
+
+
+def test_no_follower_dag_by_default_and_a_source_outside_the_deployment_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cdclake.orchestration.deployment import followed_specs
+
+    assert followed_specs(SPECS, Settings.from_env({})) == []
+    with pytest.raises(ConfigError, match=r"CDC_FOLLOW_SOURCES='mongodb' names source\(s\) mongodb the deployment"):
+        followed_specs(SPECS, Settings.from_env({"CDC_SOURCES": "postgres", "CDC_FOLLOW_SOURCES": "mongodb"}))

@@ -6,7 +6,10 @@ topic prefix and slot), followed by one long-lived ingest process on one Spark s
   ``benchmarks/`` measures it);
 * SIGTERM while a workload streams in stops it between batches: exit 0, ``stopped_by: signal``, no batch left
   planned in the ledger;
-* a restarted follower goes on from the committed offsets, and the lake ends equal to the source again.
+* a restarted follower goes on from the committed offsets, and the lake ends equal to the source again;
+* Airflow's follower DAG (``airflow dags test cdc_follow__<source>``, a run of ``CDC_FOLLOW_RUN_FOR``) applies the
+  changes made before it, logs a line per batch, checks the run's summary and emits the changed tables' Asset
+  events.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from airflow_runs import airflow_test_env, run_dags_test
 from owned_sources import (
     CDCLAKE,
     OwnedSource,
@@ -175,3 +179,36 @@ def test_a_follower_applies_changes_as_they_come_stops_on_sigterm_and_resumes(
     assert second["last_batch"]["redo"] is False
     assert _pending_batch(capture, lake) is None
     assert_lake_equals_source(capture, lake)
+
+
+def test_the_airflow_follower_dag_runs_a_bounded_follower_and_publishes_what_it_changed(
+    capture: OwnedSource, stack: Stack, tmp_path: Path
+) -> None:
+    lake = tmp_path / "lake"
+    LakeConfig.embedded(lake).ensure_dirs()
+    env = airflow_test_env(stack, tmp_path / "airflow", lake, tmp_path / "runs")
+    env.update(
+        {
+            "CDC_SPEC_DIR": str(capture.spec_path.parent),
+            "CDC_SOURCES": capture.spec.name,
+            "CDC_FOLLOW_SOURCES": capture.spec.name,
+            "CDC_FOLLOW_RUN_FOR": "15s",
+        }
+    )
+    with app_sql(stack, "postgres") as sql:
+        run_workload(sql, capture.customers, capture.orders, 40_000)
+
+    dag_id = f"cdc_follow__{capture.spec.name}"
+    succeeded, output = run_dags_test(env, dag_id)
+    assert succeeded, output[-8000:]
+    assert "--follow" in output and "follower stopped (time)" in output, output[-8000:]
+    assert "records," in output and "applied" in output, output[-8000:]  # the follower's line per batch
+    assert_lake_equals_source(capture, lake)
+    summaries = list((tmp_path / "runs" / dag_id).rglob("follow.json"))
+    assert len(summaries) == 1, summaries
+    summary = json.loads(summaries[0].read_text())
+    assert summary["mode"] == "follow" and summary["stopped_by"] == "time" and summary["checks"]["ok"], summary
+    assert summary["committed_batches"] >= 1 and _pending_batch(capture, lake) is None
+    for table in summary["changed_tables"]:
+        assert f"Asset event for {table}" in output, output[-8000:]
+    assert summary["changed_tables"], summary

@@ -36,6 +36,8 @@ GIVEN: dict[str, tuple[str, Any]] = {
     "lake_s3_region": ("us-east-1", "us-east-1"),
     "sources": (" postgres, mariadb ,", ("postgres", "mariadb")),
     "ingest_interval": ("90s", timedelta(seconds=90)),
+    "follow_sources": ("postgres", ("postgres",)),
+    "follow_run_for": ("1h", timedelta(hours=1)),
     "spark_pool": ("cdc_spark", "cdc_spark"),
     "spark_slots": ("3", 3),
     "spark_master": ("spark://spark-master:7077", "spark://spark-master:7077"),

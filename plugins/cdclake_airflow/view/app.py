@@ -10,7 +10,7 @@ HTML pages (server-rendered, no JavaScript: they work in the UI's sandboxed fram
   applied/skipped/dead-lettered per table, phases, duration), throughput and latency over time, transactions
   held, schema changes, quarantined tables, dead letters and the last reconciliation per table;
 * ``/cdclake/sources/<source>/dead-letters``: the dead-lettered records themselves;
-* ``/cdclake/dag/<dag_id>``: the tab of ``cdc_ingest__<source>`` (that source's page).
+* ``/cdclake/dag/<dag_id>``: the tab of ``cdc_ingest__<source>`` and ``cdc_follow__<source>`` (that source's page).
 
 JSON: ``/cdclake/api/sources``, ``/cdclake/api/sources/<source>``, ``/cdclake/api/sources/<source>/dead-letters``.
 """
@@ -26,7 +26,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from cdclake_airflow.view.charts import Point, throughput_latency_svg
-from cdclake_airflow.view.data import INGEST_DAG_PREFIX, SourceView, deployment_specs, environment_label, source_views
+from cdclake_airflow.view.data import SourceView, dag_source, deployment_specs, environment_label, source_views
 
 ICON_SVG = (
     '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="2">'
@@ -98,8 +98,8 @@ def create_app() -> FastAPI:
 
     @router.get("/dag/{dag_id}", response_class=HTMLResponse)
     def dag_tab(request: Request, dag_id: str) -> HTMLResponse:
-        name = dag_id.removeprefix(INGEST_DAG_PREFIX)
-        if dag_id.startswith(INGEST_DAG_PREFIX) and name in {s.name for s in deployment_specs()}:
+        name = dag_source(dag_id)
+        if name is not None and name in {s.name for s in deployment_specs()}:
             return page(request, "source.html", view=_source(name), tab=True)
         return page(request, "overview.html", views=source_views(), note=f"{dag_id} is not an ingest DAG")
 

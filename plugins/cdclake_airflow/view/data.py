@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 KAFKA_CONNECT_CONN_ID = "kafka_connect_default"
 KAFKA_CONN_ID = "kafka_default"
 INGEST_DAG_PREFIX = "cdc_ingest__"
+#: The DAGs whose "CDC source" tab shows their source: the scheduled and the continuous ingest DAGs.
+SOURCE_DAG_PREFIXES = (INGEST_DAG_PREFIX, "cdc_follow__")
 #: Batches shown per source (table and chart).
 BATCHES_SHOWN = 30
 
@@ -156,6 +158,14 @@ def _batch_json(b: Batch) -> dict[str, Any]:
         "phases_s": {k: round(v, 3) for k, v in b.phases.items()},
         "problems": b.problems,
     }
+
+
+def dag_source(dag_id: str) -> str | None:
+    """The source an ingest DAG (``cdc_ingest__<source>``, ``cdc_follow__<source>``) ingests; None for other DAGs."""
+    for prefix in SOURCE_DAG_PREFIXES:
+        if dag_id.startswith(prefix):
+            return dag_id.removeprefix(prefix)
+    return None
 
 
 def deployment_specs() -> list[ConnectorSpec]:

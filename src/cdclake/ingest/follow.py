@@ -81,7 +81,13 @@ class FollowOptions:
 
 @dataclass
 class FollowReport:
-    """What a follower did, for its final summary."""
+    """What a follower did, for its final summary.
+
+    :meth:`as_dict` has the fields of a batch summary that the Airflow checks and Asset events read
+    (:class:`cdclake.ingest.summary.IngestSummary`), summed over the run's batches: ``batch_id`` and ``offsets`` are
+    the last committed batch's, ``tables`` adds up each table's counts (with ``batches``: how many batches changed
+    it), ``changed_tables`` and ``dead_letters`` cover every batch, ``checks`` every batch's problems.
+    """
 
     source: str
     batches: int = 0
@@ -92,17 +98,40 @@ class FollowReport:
     stopped_by: str | None = None
     seconds: float = 0.0
     last: BatchSummary | None = None
+    last_committed: BatchSummary | None = None
+    first_batch_id: str | None = None
     problems: list[str] = field(default_factory=list)
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    dead_letters: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def add(self, result: BatchSummary) -> None:
         self.batches += 1
-        self.committed += result.batch_id is not None
         self.records += result.records
         self.dead_lettered += result.dead_lettered
         self.problems += [f"batch {result.batch_id}: {p}" for p in result.problems()]
         self.last = result
+        if result.batch_id is None:
+            return
+        self.committed += 1
+        self.last_committed = result
+        self.first_batch_id = self.first_batch_id or result.batch_id
+        changed = set(result.changed_tables)
+        for identifier, table in result.tables.items():
+            total = self.tables.setdefault(identifier, {"batches": 0, "applied": 0, "skipped": 0, "dead_lettered": 0})
+            total["batches"] += identifier in changed
+            for key in ("applied", "skipped", "dead_lettered"):
+                total[key] += int(table.get(key) or 0)
+        for topic, reasons in result.dead_letters.by_reason.items():
+            into = self.dead_letters.setdefault(topic, {})
+            for reason, count in reasons.items():
+                into[reason] = into.get(reason, 0) + count
+
+    @property
+    def changed_tables(self) -> list[str]:
+        return sorted(t for t, r in self.tables.items() if r["batches"])
 
     def as_dict(self) -> dict[str, Any]:
+        last = self.last_committed
         return {
             "source": self.source,
             "mode": "follow",
@@ -110,8 +139,14 @@ class FollowReport:
             "stopped_by": self.stopped_by,
             "batches": self.batches,
             "committed_batches": self.committed,
+            "first_batch_id": self.first_batch_id,
+            "batch_id": last.batch_id if last is not None else None,
+            "offsets": last.ranges if last is not None else None,
             "records": self.records,
+            "tables": self.tables,
+            "changed_tables": self.changed_tables,
             "dead_lettered": self.dead_lettered,
+            "dead_letters": self.dead_letters,
             "busy": self.busy,
             "seconds": round(self.seconds, 1),
             "last_batch": self.last.as_dict() if self.last is not None else None,

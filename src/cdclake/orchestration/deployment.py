@@ -1,6 +1,6 @@
 """What one Airflow deployment runs: which sources, how often (read when the DAG files are parsed).
 
-Three environment variables of the Airflow components, read by :mod:`cdclake.settings` (never connections or
+Environment variables of the Airflow components, read by :mod:`cdclake.settings` (never connections or
 Variables: DAG files do not touch those while parsing):
 
 ==========================  ================================  ==========================================
@@ -13,6 +13,10 @@ variable                    default                           meaning
                                                               ``2h`` or seconds (at least 10 s)
 ``CDC_SPARK_POOL``          ``default_pool``                  the Airflow pool of every Spark job task
                                                               (its slots bound how many run at once)
+``CDC_FOLLOW_SOURCES``      none                              comma-separated sources (among the
+                                                              deployment's) that also get a
+                                                              ``cdc_follow__<name>`` DAG
+``CDC_FOLLOW_RUN_FOR``      ``30m``                           how long one follower run follows
 ==========================  ================================  ==========================================
 
 The local stack sets ``CDC_SOURCES=postgres,mariadb`` (the databases it runs), ``CDC_INGEST_INTERVAL=1m``, and
@@ -49,6 +53,31 @@ def enabled_specs(specs: Mapping[str, ConnectorSpec], config: Settings | None = 
             f"known: {', '.join(sorted(specs))}"
         )
     return [specs[name] for name in sorted(set(names))]
+
+
+def followed_specs(specs: Mapping[str, ConnectorSpec], config: Settings | None = None) -> list[ConnectorSpec]:
+    """The specs ingested continuously (``CDC_FOLLOW_SOURCES`` of ``config``, default
+    :func:`cdclake.settings.settings`; unset or empty: none), in name order.
+
+    Raises:
+        ConfigError: naming the variable, when it lists a spec the deployment does not run (``CDC_SOURCES``).
+    """
+    config = config or settings()
+    names = set(config.follow_sources)
+    enabled = {spec.name: spec for spec in enabled_specs(specs, config)}
+    unknown = sorted(names - set(enabled))
+    if unknown:
+        raise ConfigError(
+            f"{Settings.env_name('follow_sources')}={','.join(config.follow_sources)!r} names source(s) "
+            f"{', '.join(unknown)} the deployment does not run; it runs: {', '.join(sorted(enabled))} "
+            f"({SOURCES_ENV})"
+        )
+    return [enabled[name] for name in sorted(names)]
+
+
+def follow_run_for(config: Settings | None = None) -> timedelta:
+    """How long one run of a follower DAG follows (``CDC_FOLLOW_RUN_FOR``)."""
+    return (config or settings()).follow_run_for
 
 
 def ingest_interval(config: Settings | None = None) -> timedelta:

@@ -230,3 +230,34 @@ def test_the_batch_line_says_what_was_applied_and_how_fresh_it_is() -> None:
         "batch b7: 12 records, 11 applied, 1 dead-lettered, 1.3 s, visible 2.5 s after its last source commit"
     )
     assert batch_line({"source": "pg", "batch_id": None}) == "pg: nothing new"
+
+
+def test_the_run_summary_adds_up_its_batches_as_the_airflow_checks_read_a_batch_summary() -> None:
+    from cdclake.ingest.summary import DeadLetterCounts, load_summary
+
+    orders, customers = "lake.pg.inventory.orders", "lake.pg.inventory.customers"
+
+    def batch(batch_id: str | None, tables: dict[str, dict[str, Any]], dead: int = 0) -> BatchSummary:
+        return BatchSummary(
+            source="pg",
+            batch_id=batch_id,
+            status="committed" if batch_id else "no-new-records",
+            ranges={"pg.inventory.orders": {"0": [0, int(batch_id[1:]) if batch_id else 0]}},
+            records=5,
+            tables=tables,
+            dead_letters=DeadLetterCounts({"pg.inventory.orders/0": dead}, {"pg.inventory.orders": {"bad-json": dead}}),
+        )
+
+    report = FollowReport(source="pg")
+    report.add(batch("b1", {orders: {"applied": 3, "skipped": 1}, customers: {"applied": 0}}))
+    report.add(batch(None, {}))
+    report.add(batch("b3", {orders: {"applied": 2, "dead_lettered": 2}}, dead=2))
+    report.add(batch("b4", {orders: {"applied": 0}, customers: {"applied": 4, "already_applied": True}}))
+    summary = load_summary(report.as_dict())  # what check_batch, dead_letters and publish.<table> read
+    assert summary.batch_id == "b4" and report.as_dict()["first_batch_id"] == "b1"
+    assert summary.offsets == {"pg.inventory.orders": {"0": [0, 4]}}
+    assert summary.changed(orders) and not summary.changed(customers)  # customers: applied by an earlier run
+    assert summary.tables[orders] == {"batches": 2, "applied": 5, "skipped": 1, "dead_lettered": 2}
+    assert summary.dead_lettered == 2 and summary.dead_letters == {"pg.inventory.orders": {"bad-json": 2}}
+    assert summary.event_extra(orders)["table"]["applied"] == 5 and summary.checks.ok
+    assert report.batches == 4 and report.committed == 3 and report.records == 20

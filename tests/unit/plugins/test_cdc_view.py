@@ -123,6 +123,7 @@ def test_a_source_page_has_lag_batches_chart_and_verdicts(client: TestClient) ->
 
 def test_the_dag_tab_shows_the_ingest_dags_source(client: TestClient) -> None:
     assert "<h1>mariadb" in client.get("/dag/cdc_ingest__mariadb").text
+    assert "<h1>mariadb" in client.get("/dag/cdc_follow__mariadb").text
     other = client.get("/dag/iceberg_maintenance").text
     assert "is not an ingest DAG" in other and 'data-source="postgres"' in other
 

@@ -32,6 +32,7 @@ The **CDC source** tab of this DAG shows the source: connector, lag, batches, de
 from __future__ import annotations
 
 from datetime import timedelta
+
 from airflow.sdk import DAG, task
 
 from cdclake.connectors import ConnectorSpec, load_specs

@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from airflow_runs import airflow_test_env, run_dags_test
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
-from airflow_runs import airflow_test_env, run_dags_test
 from owned_sources import (
     CDCLAKE,
     OwnedSource,

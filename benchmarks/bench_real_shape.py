@@ -1,0 +1,305 @@
+"""Ingestion of real-shape Debezium backlogs, end to end, one ``cdclake ingest`` process per backlog (prints
+figures; asserts nothing but the lake's content).
+
+For each cell (connector x JsonConverter schemas on/off) a backlog of ``--events`` change events is generated
+from the project's own captures (:mod:`real_shape`: ten columns of the captured PostgreSQL / MariaDB table,
+transaction metadata on, transactions of 1-5 events, 70/25/5 inserts/updates/deletes) and produced to the local
+stack's broker (one partition per topic, as the connector's topics have by default). Then, with nothing else
+running:
+
+* **ingest**: ``cdclake ingest --spec <generated spec> --lake <fresh dir> --json`` in its own process; its wall
+  clock (JVM start included) gives events/s; the job's phases come from its summary; peak RSS is the process
+  tree's (Python driver + JVM), sampled every 0.2 s. The lake is then checked: the table's keys must be the
+  backlog's live keys;
+* **plain Spark**, the limit of the read: one process (the same Spark, jars and driver settings) reads every
+  cell's topics with Spark's Kafka source, parses each value with ``from_json`` (the schema inferred from one of
+  its records) and writes to the ``noop`` sink; its per-cell time (in a warm session) and its wall clock (JVM
+  start included) are printed beside the ingest's.
+
+``--quick`` (what ``make test`` runs, tests/integration/test_bench_quick.py): 2,000 events of two cells, one
+run. ``--write-docs`` replaces the table between the ``real-shape`` markers of docs/benchmarks.md.
+
+Usage: ``.venv/bin/python benchmarks/bench_real_shape.py [--events 1000000] [--kinds postgres,mariadb]
+[--schemas on,off] [--runs 1] [--quick] [--skip-plain] [--write-docs]`` (local stack up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_ingest import _tree_rss  # noqa: E402
+from real_shape import Workload  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CDCLAKE = str(Path(sys.executable).parent / "cdclake")
+DOCS = ROOT / "docs" / "benchmarks.md"
+MARK_BEGIN, MARK_END = "<!-- real-shape:begin -->", "<!-- real-shape:end -->"
+
+
+class PeakRssOf:
+    """Peak RSS of a process tree (``pid`` and its descendants), sampled every 0.2 s."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak = pid, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, _tree_rss(self.pid))
+            self._stop.wait(0.2)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def produce(bootstrap: str, workload: Workload) -> tuple[int, int, float]:
+    """Produce the workload's records; returns (records, bytes of keys and values, seconds)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(t, 1, 1) for t in (workload.topic, workload.tx_topic)]).values():
+        future.result(30)
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000, "compression.type": "lz4"}
+    )
+    headers = list(workload.template.headers)
+    count = size = 0
+    t0 = time.monotonic()
+    for chunk in workload.records():
+        for topic, key, value in chunk:
+            while True:
+                try:
+                    producer.produce(topic, key=key, value=value, partition=0, headers=headers)
+                    break
+                except BufferError:
+                    producer.poll(0.5)
+            producer.poll(0)
+            size += len(key) + len(value or "")
+        count += len(chunk)
+    producer.flush(600)
+    return count, size, time.monotonic() - t0
+
+
+def _yaml(spec: dict[str, Any]) -> str:
+    import yaml
+
+    return yaml.safe_dump(spec, sort_keys=False)
+
+
+def ingest(workload: Workload, work: Path) -> dict[str, Any]:
+    """One ``cdclake ingest`` process over the backlog; its wall clock, peak RSS, summary and lake check."""
+    schema_file = None
+    if not workload.schemas:
+        schema_file = work / f"{workload.prefix}.schema.json"
+        schema_file.write_text(json.dumps(workload.template.schema_file()))
+    spec_path = work / f"{workload.prefix}.yaml"
+    spec_path.write_text(_yaml(workload.spec(schema_file)))
+    lake = work / f"lake-{workload.prefix}"
+    env = dict(os.environ, CDC_LAKE_DIR=str(lake), CDC_LOG_LEVEL="WARNING")
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        [CDCLAKE, "ingest", "--spec", str(spec_path), "--lake", str(lake), "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    rss = PeakRssOf(proc.pid)
+    out, err = proc.communicate(timeout=3600)
+    wall = time.monotonic() - t0
+    peak = rss.stop()
+    if proc.returncode != 0:
+        raise SystemExit(f"cdclake ingest of {workload.prefix} failed ({proc.returncode}):\n{err[-4000:]}")
+    summary = json.loads(out)
+    return {"wall_s": wall, "peak_rss": peak, "summary": summary, "lake": check_lake(workload, lake)}
+
+
+def check_lake(workload: Workload, lake: Path) -> dict[str, Any]:
+    """The table's keys against the backlog's live keys (raises when they differ)."""
+    from pyiceberg.catalog import load_catalog
+
+    from cdclake.lake import LakeConfig
+
+    catalog = load_catalog(**LakeConfig.embedded(lake).pyiceberg_properties())
+    identifier = (workload.prefix, *workload.data_collection.split("."))
+    table = catalog.load_table(".".join(identifier))
+    ids = table.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist()
+    expected = set(workload.live)
+    if len(ids) != len(set(ids)) or set(ids) != expected:
+        raise SystemExit(
+            f"{'.'.join(identifier)}: {len(ids)} rows ({len(set(ids))} keys), expected {len(expected)} keys; "
+            f"missing {len(expected - set(ids))}, extra {len(set(ids) - expected)}"
+        )
+    return {"rows": len(ids), "equal": True}
+
+
+def plain_spark(topics: list[str], samples: dict[str, str]) -> dict[str, Any]:
+    """Run this script's ``--plain`` mode in its own process: seconds per topic group and the process's wall clock."""
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, __file__, "--plain-json", json.dumps({"topics": topics, "samples": samples})],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"plain Spark failed:\n{proc.stderr[-4000:]}")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["wall_s"] = time.monotonic() - t0
+    return result
+
+
+def _plain_main(spec: dict[str, Any]) -> None:
+    """``--plain-json``: read each topic with Spark's Kafka source, ``from_json`` its values, write to noop."""
+    from pyspark.sql import functions as F
+
+    from cdclake.lake import LakeConfig
+    from cdclake.spark import build_spark_session
+    from cdclake.stack import StackConfig
+
+    spark = build_spark_session("bench-plain", lake=LakeConfig.embedded(Path(tempfile.mkdtemp())))
+    spark.sparkContext.setLogLevel("ERROR")
+    bootstrap = StackConfig.from_env().kafka_bootstrap
+    seconds: dict[str, float] = {}
+    for topic in spec["topics"]:
+        sample = spec["samples"][topic]
+        t0 = time.monotonic()
+        (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("endingOffsets", "latest")
+            .load()
+            .select(F.from_json(F.col("value").cast("string"), F.schema_of_json(F.lit(sample))).alias("v"))
+            .write.format("noop")
+            .mode("overwrite")
+            .save()
+        )
+        seconds[topic] = time.monotonic() - t0
+    spark.stop()
+    print(json.dumps({"seconds": seconds}))
+
+
+def _cells(args: argparse.Namespace) -> list[tuple[str, bool]]:
+    if args.quick:
+        return [("postgres", True), ("mariadb", False)]
+    schemas = {"on": True, "off": False}
+    return [(k, schemas[s]) for k in args.kinds.split(",") for s in args.schemas.split(",")]
+
+
+def _spread(values: list[float], fmt: str = "{:,.0f}") -> str:
+    if len(values) == 1:
+        return fmt.format(values[0])
+    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--kinds", default="postgres,mariadb")
+    parser.add_argument("--schemas", default="on,off")
+    parser.add_argument("--runs", type=int, default=1, help="ingest runs per cell (each on a fresh lake)")
+    parser.add_argument("--quick", action="store_true", help="2,000 events of two cells (make test)")
+    parser.add_argument("--skip-plain", action="store_true")
+    parser.add_argument("--write-docs", action="store_true")
+    parser.add_argument("--plain-json", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.plain_json:
+        _plain_main(json.loads(args.plain_json))
+        return
+    from cdclake.stack import StackConfig
+
+    events = 2_000 if args.quick else args.events
+    bootstrap = StackConfig.from_env().kafka_bootstrap
+    work = Path(tempfile.mkdtemp(prefix="cdclake-bench-real-"))
+    rows: list[dict[str, Any]] = []
+    samples: dict[str, str] = {}
+    for kind, schemas in _cells(args):
+        workload = Workload(kind, f"rs{kind[:2]}{'on' if schemas else 'off'}{uuid.uuid4().hex[:4]}", events, schemas)
+        records, size, produced_s = produce(bootstrap, workload)
+        print(
+            f"{kind} schemas {'on' if schemas else 'off'}: produced {records:,} records ({size / 2**20:,.0f} MiB, "
+            f"{size / records:,.0f} B each; {workload.counts}) in {produced_s:.1f} s",
+            flush=True,
+        )
+        first = next(workload.__class__(kind, workload.prefix, 1, schemas).records())
+        samples[workload.topic] = next(v for t, _, v in first if t == workload.topic and v)
+        samples[workload.tx_topic] = next(v for t, _, v in first if t == workload.tx_topic)
+        runs = []
+        for _ in range(args.runs):
+            result = ingest(workload, work)
+            summary = result["summary"]
+            print(
+                f"  ingest: {summary['records']:,} records in {result['wall_s']:.1f} s wall = "
+                f"{events / result['wall_s']:,.0f} events/s; phases {summary['phases_s']}; "
+                f"peak RSS {result['peak_rss'] / 2**30:.2f} GiB; lake {result['lake']['rows']:,} rows = the "
+                "backlog's live keys",
+                flush=True,
+            )
+            runs.append(result)
+        rows.append({"kind": kind, "schemas": schemas, "workload": workload, "records": records, "size": size,
+                     "runs": runs})  # fmt: skip
+    plain = None
+    if not args.skip_plain:
+        plain = plain_spark(sorted(samples), samples)
+        print(f"plain Spark: {plain['seconds']} (process wall {plain['wall_s']:.1f} s)")
+    table = render(rows, plain, events)
+    print(table)
+    if args.write_docs:
+        text = DOCS.read_text()
+        start, end = text.index(MARK_BEGIN) + len(MARK_BEGIN), text.index(MARK_END)
+        DOCS.write_text(text[:start] + "\n" + table + "\n" + text[end:])
+        print(f"updated {DOCS}")
+
+
+def render(rows: list[dict[str, Any]], plain: dict[str, Any] | None, events: int) -> str:
+    lines = [
+        "| connector | schemas | records (MiB) | ingest, events/s (wall) | phases (s, median) | peak RSS | plain Spark "
+        "read + from_json + noop (warm) | lake equals the backlog |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        runs, w = row["runs"], row["workload"]
+        rate = _spread([events / r["wall_s"] for r in runs])
+        wall = _spread([r["wall_s"] for r in runs], "{:.1f}")
+        phases: dict[str, list[float]] = {}
+        for r in runs:
+            for name, value in r["summary"]["phases_s"].items():
+                phases.setdefault(name, []).append(value)
+        phase_text = ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in phases.items() if max(v) >= 0.05)
+        rss = max(r["peak_rss"] for r in runs) / 2**30
+        plain_text = "-"
+        if plain:
+            s = plain["seconds"][w.topic] + plain["seconds"][w.tx_topic]
+            plain_text = f"{s:.1f} s = {events / s:,.0f} events/s"
+        lines.append(
+            f"| {row['kind']} | {'on' if row['schemas'] else 'off'} | {row['records']:,} ({row['size'] / 2**20:,.0f}) "
+            f"| {rate} ({wall} s) | {phase_text} | {rss:.2f} GiB | {plain_text} | "
+            f"{all(r['lake']['equal'] for r in runs)} ({runs[0]['lake']['rows']:,} rows) |"
+        )
+    if plain:
+        lines.append(f"\nPlain Spark's process, JVM start included: {plain['wall_s']:.1f} s for every cell's topics.")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -50,6 +50,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -186,6 +188,17 @@ class TxPlan:
         return out
 
 
+def _collected(frame: DataFrame) -> list[dict[str, Any]]:
+    """``frame``'s rows as dicts, through Arrow (several times faster than ``collect()``'s rows for the
+    hundreds of thousands of transactions of a large batch). Timestamps come back as ``collect()`` gives
+    them: naive, in the process's local time zone."""
+    table = frame.toArrow()
+    for i, f in enumerate(table.schema):
+        if pa.types.is_timestamp(f.type) and f.type.tz is not None:
+            table = table.set_column(i, f.name, pc.local_timestamp(table.column(i)))
+    return table.to_pylist()
+
+
 def gather(
     data: Iterable[DataFrame], transactions: DataFrame | None, ignore_collections: Iterable[str] = ()
 ) -> dict[str, TxInfo]:
@@ -229,7 +242,7 @@ def gather(
             F.collect_set("op").alias("ops"),
             F.first("connector").alias("connector"),
         )
-        for row in counted.collect():
+        for row in _collected(counted):
             tx = info(row["tx"])
             tx.observed[collection_name(row["dc"])] = int(row["n"])
             tx.ops.update(row["ops"] or [])
@@ -243,24 +256,26 @@ def gather(
             F.max("ts").alias("last_ts"),
             F.first("id").alias("id"),
         )
-        for row in per_tp.collect():
+        for row in _collected(per_tp):
             tx = info(row["tx"])
             tx.add_offset((row["topic"], int(row["partition"])), int(row["first"]), int(row["last"]))
             tx.add_ts(row["ts"], row["last_ts"])
             tx.ids.add(row["id"])
     if transactions is None:
         return infos
-    meta = transactions.select(
-        "topic",
-        "partition",
-        "offset",
-        "kafka_ts",
-        "status",
-        "id",
-        "event_count",
-        "data_collections",
-        F.regexp_replace("topic", r"\.transaction$", "").alias("server"),
-    ).collect()
+    meta = _collected(
+        transactions.select(
+            "topic",
+            "partition",
+            "offset",
+            "kafka_ts",
+            "status",
+            "id",
+            "event_count",
+            "data_collections",
+            F.regexp_replace("topic", r"\.transaction$", "").alias("server"),
+        )
+    )
     for row in meta:
         # BEGIN/END carry no connector: "<digits>:<digits>" is the PostgreSQL/Informix style
         # (a MySQL GTID "<uuid>:<n>" is used whole, like in its data events)

@@ -361,3 +361,15 @@ def test_a_transaction_whose_missing_events_may_still_come_is_held_despite_a_gap
 
 def test_a_gap_in_another_collection_does_not_excuse_a_short_transaction() -> None:
     assert _gap_case(lost_count=5, later_end=7, lost_in=("p.s.u", "s.u"))["1"] is TxStatus.HELD
+
+
+def test_transaction_facts_read_through_arrow_are_the_rows_collect_gives(spark: SparkSession) -> None:
+    from cdclake.ingest.transactions import _collected
+
+    frame = spark.sql(
+        "SELECT * FROM VALUES "
+        "('1:2', TIMESTAMP'2026-11-26 10:00:00.123456', array(CAST(5 AS DECIMAL(38,0)), CAST(9 AS DECIMAL(38,0))), "
+        "array(named_struct('data_collection', 'inventory.orders', 'event_count', CAST(3 AS BIGINT))), 7), "
+        "('3', CAST(NULL AS TIMESTAMP), NULL, NULL, NULL) AS t(id, ts, position, data_collections, n)"
+    )
+    assert _collected(frame) == [r.asDict(recursive=True) for r in frame.collect()]

@@ -59,23 +59,33 @@ def _tree_rss(pid: int) -> int:
 
 
 class PeakRss:
-    def __init__(self) -> None:
-        self.peak = 0
+    """Peak RSS of a process tree (``pid``, default this process, and its descendants), sampled every
+    ``interval_s``; a context manager, or :meth:`start` and :meth:`stop`."""
+
+    def __init__(self, pid: int | None = None, interval_s: float = 0.5) -> None:
+        self.pid, self.interval_s, self.peak = pid or os.getpid(), interval_s, 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.peak = max(self.peak, _tree_rss(os.getpid()))
-            time.sleep(0.5)
+            self.peak = max(self.peak, _tree_rss(self.pid))
+            self._stop.wait(self.interval_s)
 
-    def __enter__(self) -> PeakRss:
+    def start(self) -> PeakRss:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> int:
         self._stop.set()
         self._thread.join()
+        return self.peak
+
+    def __enter__(self) -> PeakRss:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def workload(prefix: str, events: int, distinct: int, seed: int = 1) -> list[dict]:
@@ -103,30 +113,33 @@ def workload_chunks(prefix: str, events: int, distinct: int, seed: int = 1, chun
     yield table.take()
 
 
-def produce(bootstrap: str, chunks: Iterable[list[dict]]) -> int:
-    """Produce the workload's chunks to one single-partition topic; returns the number of records."""
+def produce(bootstrap: str, chunks: Iterable[list[dict]], headers: list[tuple[str, str]] | None = None) -> int:
+    """Produce the chunks' records (``{"topic", "key", "value"}``) to partition 0 of their topics, each topic
+    created with one partition when first seen, with ``headers`` on every record; returns the number of records."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000, "compression.type": "lz4"}
     )
-    count, topic = 0, None
+    count, topics = 0, set()
     for records in chunks:
-        if topic is None and records:
-            topic = records[0]["topic"]
-            admin = AdminClient({"bootstrap.servers": bootstrap})  # keep the handle alive until the result
-            admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+        new = {r["topic"] for r in records} - topics
+        if new:
+            for future in admin.create_topics([NewTopic(t, 1, 1) for t in sorted(new)]).values():
+                future.result(30)
+            topics |= new
         for r in records:
             while True:
                 try:
-                    producer.produce(topic, key=r["key"], value=r["value"], partition=0)
+                    producer.produce(r["topic"], key=r["key"], value=r["value"], partition=0, headers=headers)
                     break
                 except BufferError:  # local queue full: let it drain
                     producer.poll(0.5)
             producer.poll(0)
         count += len(records)
-    producer.flush(300)
+    producer.flush(600)
     return count
 
 

@@ -32,15 +32,16 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_ingest import _tree_rss  # noqa: E402
+from bench_ingest import PeakRss  # noqa: E402
+from bench_ingest import produce as produce_records  # noqa: E402
 from real_shape import Workload  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,52 +50,18 @@ DOCS = ROOT / "docs" / "benchmarks.md"
 MARK_BEGIN, MARK_END = "<!-- real-shape:begin -->", "<!-- real-shape:end -->"
 
 
-class PeakRssOf:
-    """Peak RSS of a process tree (``pid`` and its descendants), sampled every 0.2 s."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid, self.peak = pid, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, _tree_rss(self.pid))
-            self._stop.wait(0.2)
-
-    def stop(self) -> int:
-        self._stop.set()
-        self._thread.join()
-        return self.peak
-
-
 def produce(bootstrap: str, workload: Workload) -> tuple[int, int, float]:
     """Produce the workload's records; returns (records, bytes of keys and values, seconds)."""
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
+    size = 0
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(t, 1, 1) for t in (workload.topic, workload.tx_topic)]).values():
-        future.result(30)
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000, "compression.type": "lz4"}
-    )
-    headers = list(workload.template.headers)
-    count = size = 0
+    def chunks() -> Iterator[list[dict[str, Any]]]:
+        nonlocal size
+        for chunk in workload.records():
+            size += sum(len(key) + len(value or "") for _, key, value in chunk)
+            yield [{"topic": t, "key": k, "value": v} for t, k, v in chunk]
+
     t0 = time.monotonic()
-    for chunk in workload.records():
-        for topic, key, value in chunk:
-            while True:
-                try:
-                    producer.produce(topic, key=key, value=value, partition=0, headers=headers)
-                    break
-                except BufferError:
-                    producer.poll(0.5)
-            producer.poll(0)
-            size += len(key) + len(value or "")
-        count += len(chunk)
-    producer.flush(600)
+    count = produce_records(bootstrap, chunks(), headers=list(workload.template.headers))
     return count, size, time.monotonic() - t0
 
 
@@ -122,7 +89,7 @@ def ingest(workload: Workload, work: Path) -> dict[str, Any]:
         stderr=subprocess.PIPE,
         text=True,
     )
-    rss = PeakRssOf(proc.pid)
+    rss = PeakRss(proc.pid, interval_s=0.2).start()
     out, err = proc.communicate(timeout=3600)
     wall = time.monotonic() - t0
     peak = rss.stop()

@@ -265,7 +265,7 @@ class Workload:
             "connector": "mariadb" if self.kind == "mariadb" else "postgresql",
             "connection_id": f"cdc_{base}",
             "capture_user": "debezium",
-            "capture_password": "${env:CDC_%s_DEBEZIUM_PASSWORD}" % base.upper(),
+            "capture_password": f"${{env:CDC_{base.upper()}_DEBEZIUM_PASSWORD}}",
             "topic_prefix": self.prefix,
             "database": "demo",
             "tables": [{"name": self.data_collection, "lake": {"mode": "upsert"}}],

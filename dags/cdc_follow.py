@@ -37,7 +37,7 @@ from cdclake.connectors import ConnectorSpec, load_specs
 from cdclake.orchestration import job_arguments
 from cdclake.orchestration.defaults import INGEST_BATCH_TIMEOUT, START_DATE, default_args
 from cdclake.orchestration.deployment import follow_run_for, followed_specs
-from cdclake_airflow.batch_tasks import summary_tasks
+from cdclake_airflow.batch_tasks import ingest_connections, summary_tasks
 from cdclake_airflow.operators.spark_job import CdcSparkJobOperator
 
 DAG_ID_PREFIX = "cdc_follow__"
@@ -68,7 +68,7 @@ def follow_dag(spec: ConnectorSpec, run_for: timedelta) -> DAG:
             ),
             execution_timeout=timeout,
             pool=FOLLOW_POOL,
-            connections=() if spec.converters.value_schemas_enable else (spec.reader_connection_id,),
+            connections=ingest_connections(spec),
         )
         summary_tasks(spec, follow.output)
     return dag

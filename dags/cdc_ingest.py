@@ -39,7 +39,7 @@ from cdclake.connectors import ConnectorSpec, load_specs
 from cdclake.orchestration import job_arguments
 from cdclake.orchestration.defaults import INGEST_BATCH_TIMEOUT, START_DATE, default_args
 from cdclake.orchestration.deployment import enabled_specs, ingest_interval
-from cdclake_airflow.batch_tasks import summary_tasks
+from cdclake_airflow.batch_tasks import ingest_connections, summary_tasks
 from cdclake_airflow.callables import ingest_pending
 from cdclake_airflow.operators.spark_job import CdcSparkJobOperator
 
@@ -69,8 +69,7 @@ def ingest_dag(spec: ConnectorSpec, interval: timedelta) -> DAG:
             job="ingest",
             application_args=job_arguments(spec.name),
             execution_timeout=INGEST_BATCH_TIMEOUT,
-            # a schemas-off source's job reads column types from the source database
-            connections=() if spec.converters.value_schemas_enable else (spec.reader_connection_id,),
+            connections=ingest_connections(spec),
         )
 
         pending() >> ingest

@@ -14,6 +14,12 @@ from cdclake_airflow.assets import spec_assets
 from cdclake_airflow.callables import check_dead_letters, check_ingest_result, publish_table_change
 
 
+def ingest_connections(spec: ConnectorSpec) -> tuple[str, ...]:
+    """The Airflow connections the ingest job of ``spec`` is handed (``CdcSparkJobOperator(connections=...)``): a
+    schemas-off source's job reads column types from the source database through the spec's reader connection."""
+    return () if spec.converters.value_schemas_enable else (spec.reader_connection_id,)
+
+
 def publish_task(data_collection: str, asset: Asset) -> Any:
     """The task emitting ``asset``'s event when the run changed the table (declared as its outlet)."""
 

@@ -44,6 +44,13 @@ from cdclake.exceptions import CdcError, ConfigError
 
 logger = logging.getLogger(__name__)
 
+
+def wait(seconds: float) -> None:
+    """How the retries of a locked catalog wait (:func:`time.sleep`); tests replace it, not the process's
+    ``time.sleep``, which every thread shares."""
+    time.sleep(seconds)
+
+
 T = TypeVar("T")
 
 #: ``(connect, read)`` seconds of every request to a REST catalog.
@@ -106,7 +113,7 @@ def retry_on_lock(
         catalog: the catalog's name.
         call: the operation.
         attempts: attempts in all (at least 1).
-        sleep: waits between attempts (default :func:`time.sleep`).
+        sleep: waits between attempts (default :func:`wait`).
 
     Raises:
         CatalogLockedError: the last attempt found the catalog locked too (chained to SQLite's error).
@@ -136,7 +143,7 @@ def retry_on_lock(
                 attempts,
                 delay,
             )
-            (sleep or time.sleep)(delay)
+            (sleep or wait)(delay)
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
 

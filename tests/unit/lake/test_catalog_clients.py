@@ -165,7 +165,7 @@ def locked_catalog(lake: LakeConfig, monkeypatch: pytest.MonkeyPatch) -> Iterato
     holder = sqlite3.connect(lake.catalog_db, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     waits: list[float] = []
-    monkeypatch.setattr(clients.time, "sleep", waits.append)
+    monkeypatch.setattr(clients, "wait", waits.append)
     yield catalog, (holder, waits)
     holder.close()
     catalog.close()
@@ -184,7 +184,7 @@ def test_an_operation_waits_out_a_lock_released_meanwhile(
     locked_catalog: tuple[LakeSqlCatalog, Any], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     catalog, (holder, waits) = locked_catalog
-    monkeypatch.setattr(clients.time, "sleep", lambda seconds: (waits.append(seconds), holder.rollback()))
+    monkeypatch.setattr(clients, "wait", lambda seconds: (waits.append(seconds), holder.rollback()))
     with caplog.at_level(logging.WARNING, logger="cdclake.lake.clients"):
         catalog.load_table(CUSTOMERS).append(pa.table({"id": [1]}))
     assert waits == [0.25]

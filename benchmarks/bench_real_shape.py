@@ -9,23 +9,33 @@ running:
 
 * **ingest**: ``cdclake ingest --spec <generated spec> --lake <fresh dir> --json`` in its own process; its wall
   clock (JVM start included) gives events/s; the job's phases come from its summary; peak RSS is the process
-  tree's (Python driver + JVM), sampled every 0.2 s. The lake is then checked: the table's keys must be the
-  backlog's live keys;
+  tree's (Python driver + JVM), sampled every 0.2 s. The lake is then checked against the backlog's final
+  content: every live key once, each row its key's last write (the row's local-timestamp column tells which
+  event wrote it);
 * **plain Spark**, the limit of the read: one process (the same Spark, jars and driver settings) reads every
   cell's topics with Spark's Kafka source, parses each value with ``from_json`` (the schema inferred from one of
   its records) and writes to the ``noop`` sink; its per-cell time (in a warm session) and its wall clock (JVM
-  start included) are printed beside the ingest's.
+  start included) are printed beside the ingest's;
+* **peers** (``--peers``), each in its own process(es) over the same table topic, timed by wall clock with their
+  JVM's start: ``cdclake ingest`` into an append-mode table (checked: one row per change event); the Apache
+  Iceberg Kafka Connect sink on a standalone Connect worker (:mod:`peer_sink`, append-only; timed until its
+  table holds every change event); the tutorial Structured Streaming pipeline with ``foreachBatch`` MERGE
+  (:mod:`peer_tutorial`; its lake compared with the backlog's final content as ours is, and its column types
+  with ours). A second table gives each one's events/s and cdclake's ratio to it.
 
-``--quick`` (what ``make test`` runs, tests/integration/test_bench_quick.py): 2,000 events of two cells, one
-run. ``--write-docs`` replaces the table between the ``real-shape`` markers of docs/benchmarks.md.
+``--quick`` (what ``make test`` runs, tests/integration/test_bench_quick.py, with ``--peers``): 2,000 events of
+two cells, one run, the peers on the first cell. ``--write-docs`` replaces the tables between the ``real-shape``
+markers of docs/benchmarks.md.
 
 Usage: ``.venv/bin/python benchmarks/bench_real_shape.py [--events 1000000] [--kinds postgres,mariadb]
-[--schemas on,off] [--runs 1] [--quick] [--skip-plain] [--write-docs]`` (local stack up).
+[--schemas on,off] [--runs 1] [--quick] [--skip-plain] [--peers] [--write-docs]`` (local stack up; ``--peers``
+builds the sink's plugin directory with ``make peer-jars`` when it is missing).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import statistics
@@ -40,9 +50,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import peer_sink  # noqa: E402
 from bench_ingest import PeakRss  # noqa: E402
 from bench_ingest import produce as produce_records  # noqa: E402
-from real_shape import Workload  # noqa: E402
+from real_shape import VERSION_COLUMN, Workload  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CDCLAKE = str(Path(sys.executable).parent / "cdclake")
@@ -71,15 +82,16 @@ def _yaml(spec: dict[str, Any]) -> str:
     return yaml.safe_dump(spec, sort_keys=False)
 
 
-def ingest(workload: Workload, work: Path) -> dict[str, Any]:
-    """One ``cdclake ingest`` process over the backlog; its wall clock, peak RSS, summary and lake check."""
+def ingest(workload: Workload, work: Path, mode: str = "upsert") -> dict[str, Any]:
+    """One ``cdclake ingest`` process over the backlog into a table in ``mode``; its wall clock, peak RSS, summary
+    and lake check (raises when the lake is not what the backlog makes it)."""
     schema_file = None
     if not workload.schemas:
         schema_file = work / f"{workload.prefix}.schema.json"
         schema_file.write_text(json.dumps(workload.template.schema_file()))
-    spec_path = work / f"{workload.prefix}.yaml"
-    spec_path.write_text(_yaml(workload.spec(schema_file)))
-    lake = work / f"lake-{workload.prefix}"
+    spec_path = work / f"{workload.prefix}-{mode}.yaml"
+    spec_path.write_text(_yaml(workload.spec(schema_file, mode)))
+    lake = work / f"lake-{workload.prefix}-{mode}"
     env = dict(os.environ, CDC_LAKE_DIR=str(lake), CDC_LOG_LEVEL="WARNING")
     t0 = time.monotonic()
     proc = subprocess.Popen(
@@ -96,26 +108,85 @@ def ingest(workload: Workload, work: Path) -> dict[str, Any]:
     if proc.returncode != 0:
         raise SystemExit(f"cdclake ingest of {workload.prefix} failed ({proc.returncode}):\n{err[-4000:]}")
     summary = json.loads(out)
-    return {"wall_s": wall, "peak_rss": peak, "summary": summary, "lake": check_lake(workload, lake)}
-
-
-def check_lake(workload: Workload, lake: Path) -> dict[str, Any]:
-    """The table's keys against the backlog's live keys (raises when they differ)."""
-    from pyiceberg.catalog import load_catalog
-
     from cdclake.lake import LakeConfig
 
-    catalog = load_catalog(**LakeConfig.embedded(lake).pyiceberg_properties())
-    identifier = (workload.prefix, *workload.data_collection.split("."))
-    table = catalog.load_table(".".join(identifier))
-    ids = table.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist()
-    expected = set(workload.live)
-    if len(ids) != len(set(ids)) or set(ids) != expected:
-        raise SystemExit(
-            f"{'.'.join(identifier)}: {len(ids)} rows ({len(set(ids))} keys), expected {len(expected)} keys; "
-            f"missing {len(expected - set(ids))}, extra {len(set(ids) - expected)}"
-        )
-    return {"rows": len(ids), "equal": True}
+    table = _table(LakeConfig.embedded(lake).pyiceberg_properties(), f"{workload.prefix}.{workload.data_collection}")
+    check = check_state(workload, table) if mode == "upsert" else check_appended(workload, table)
+    if not check["equal"]:
+        raise SystemExit(f"cdclake ingest ({mode}) of {workload.prefix}: the lake is not the backlog's: {check}")
+    return {"wall_s": wall, "peak_rss": peak, "summary": summary, "lake": check}
+
+
+def _table(catalog_properties: dict[str, str], identifier: str) -> Any:
+    from pyiceberg.catalog import load_catalog
+
+    return load_catalog(**catalog_properties).load_table(identifier)
+
+
+def _micros(value: Any) -> int:
+    if isinstance(value, datetime.datetime):
+        return (value.replace(tzinfo=None) - datetime.datetime(1970, 1, 1)) // datetime.timedelta(microseconds=1)
+    return int(value)
+
+
+def check_state(workload: Workload, table: Any) -> dict[str, Any]:
+    """An upserted table against the backlog's final content: every live key once, each row the key's last write
+    (its :data:`~real_shape.VERSION_COLUMN`)."""
+    version = VERSION_COLUMN[workload.kind]
+    data = table.scan(selected_fields=("id", version)).to_arrow()
+    ids = data.column("id").to_pylist()
+    got = dict(zip(ids, map(_micros, data.column(version).to_pylist()), strict=True))
+    expected = workload.last_writes()
+    found = {
+        "rows": len(ids),
+        "duplicates": len(ids) - len(got),
+        "missing": len(expected.keys() - got.keys()),
+        "extra": len(got.keys() - expected.keys()),
+        "stale": sum(1 for key in expected.keys() & got.keys() if got[key] != expected[key]),
+    }
+    types = {f.name: str(f.field_type) for f in table.schema().fields}
+    return {**found, "equal": not any(found[k] for k in ("duplicates", "missing", "extra", "stale")), "types": types}
+
+
+def check_appended(workload: Workload, table: Any) -> dict[str, Any]:
+    """An append-mode table against the backlog: one row per change event."""
+    rows = table.scan(selected_fields=("id",)).to_arrow().num_rows
+    return {"rows": rows, "equal": rows == workload.data_events}
+
+
+def tutorial(workload: Workload, work: Path, bootstrap: str, sample: str) -> dict[str, Any]:
+    """The tutorial pipeline (peer_tutorial.py) over the backlog's table topic in its own process; its wall clock
+    and how its lake compares with the backlog's final content."""
+    lake = work / f"lake-{workload.prefix}-tutorial"
+    cmd = [
+        sys.executable, str(Path(__file__).with_name("peer_tutorial.py")), "--bootstrap", bootstrap,
+        "--topic", workload.topic, "--lake", str(lake), "--table", "tutorial.items", "--sample", sample,
+        "--kind", workload.kind, "--schemas", "on" if workload.schemas else "off",
+    ]  # fmt: skip
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    wall = time.monotonic() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"the tutorial pipeline failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    from cdclake.lake import LakeConfig
+
+    check = check_state(workload, _table(LakeConfig.embedded(lake).pyiceberg_properties(), "tutorial.items"))
+    return {"wall_s": wall, **json.loads(proc.stdout.strip().splitlines()[-1]), "lake": check}
+
+
+def sink(workload: Workload, work: Path, bootstrap: str) -> dict[str, Any]:
+    """The Iceberg Kafka Connect sink (peer_sink.py) over the backlog's table topic; its wall clock and rows."""
+    from cdclake.stack import StackConfig
+
+    result = peer_sink.run(
+        bootstrap=bootstrap,
+        jvm_dir=StackConfig.from_env().jvm_dir,
+        topic=workload.topic,
+        events=workload.data_events,
+        schemas=workload.schemas,
+        work=work / f"sink-{workload.prefix}",
+    )
+    return {**result, "lake": {"rows": result["rows"], "equal": result["rows"] == workload.data_events}}
 
 
 def plain_spark(topics: list[str], samples: dict[str, str]) -> dict[str, Any]:
@@ -187,6 +258,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1, help="ingest runs per cell (each on a fresh lake)")
     parser.add_argument("--quick", action="store_true", help="2,000 events of two cells (make test)")
     parser.add_argument("--skip-plain", action="store_true")
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="per cell also run cdclake's append mode, the Iceberg Kafka Connect sink and the tutorial pipeline",
+    )
     parser.add_argument("--write-docs", action="store_true")
     parser.add_argument("--plain-json", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -223,13 +299,25 @@ def main() -> None:
                 flush=True,
             )
             runs.append(result)
+        peers = None
+        if args.peers and not (args.quick and rows):  # --quick: the peers on the first cell only
+            peers = {
+                "append": ingest(workload, work, "append"),
+                "sink": sink(workload, work, bootstrap),
+                "tutorial": tutorial(workload, work, bootstrap, samples[workload.topic]),
+            }
+            for name, peer in peers.items():
+                print(f"  {PEER_NAMES[name]}: {peer['wall_s']:.1f} s wall = {events / peer['wall_s']:,.0f} "
+                      f"events/s; lake {peer['lake']}", flush=True)  # fmt: skip
         rows.append({"kind": kind, "schemas": schemas, "workload": workload, "records": records, "size": size,
-                     "runs": runs})  # fmt: skip
+                     "runs": runs, "peers": peers})  # fmt: skip
     plain = None
     if not args.skip_plain:
         plain = plain_spark(sorted(samples), samples)
         print(f"plain Spark: {plain['seconds']} (process wall {plain['wall_s']:.1f} s)")
     table = render(rows, plain, events)
+    if args.peers:
+        table += "\n\n" + render_peers(rows, events)
     print(table)
     if args.write_docs:
         text = DOCS.read_text()
@@ -265,6 +353,47 @@ def render(rows: list[dict[str, Any]], plain: dict[str, Any] | None, events: int
         )
     if plain:
         lines.append(f"\nPlain Spark's process, JVM start included: {plain['wall_s']:.1f} s for every cell's topics.")
+    return "\n".join(lines)
+
+
+PEER_NAMES = {
+    "append": "cdclake ingest, append mode",
+    "sink": "Iceberg Kafka Connect sink (append)",
+    "tutorial": "tutorial Structured Streaming MERGE",
+}
+
+
+def _tutorial_verdict(tutorial: dict[str, Any], ours: dict[str, str]) -> str:
+    """Whether the tutorial's rows are the backlog's last writes, and which columns it types otherwise than
+    cdclake (which types them as the source does)."""
+    rows = "rows: yes" if tutorial["equal"] else "rows: no (" + ", ".join(
+        f"{v:,} {k}" for k, v in tutorial.items() if k in ("missing", "extra", "stale", "duplicates") and v
+    ) + ")"  # fmt: skip
+    wrong = [f"{name} {kind} for {ours[name]}" for name, kind in tutorial["types"].items() if ours.get(name) != kind]
+    return f"{rows}; types: " + (
+        "yes" if not wrong else f"no, {len(wrong)} of {len(tutorial['types'])} ({'; '.join(wrong)})"
+    )
+
+
+def render_peers(rows: list[dict[str, Any]], events: int) -> str:
+    """The peers' table: each one's events/s by wall clock (its JVM start included) and cdclake's ratio to it."""
+    lines = [
+        "| connector | schemas | cdclake upsert, events/s | cdclake append, events/s | Iceberg sink (append), "
+        "events/s | append / sink | tutorial MERGE, events/s | upsert / tutorial | tutorial's lake equals the "
+        "backlog |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        if not row["peers"]:
+            continue
+        upsert = statistics.median(events / r["wall_s"] for r in row["runs"])
+        rate = {name: events / peer["wall_s"] for name, peer in row["peers"].items()}
+        verdict = _tutorial_verdict(row["peers"]["tutorial"]["lake"], row["runs"][0]["lake"]["types"])
+        lines.append(
+            f"| {row['kind']} | {'on' if row['schemas'] else 'off'} | {upsert:,.0f} | {rate['append']:,.0f} | "
+            f"{rate['sink']:,.0f} | {rate['append'] / rate['sink']:.2f}x | {rate['tutorial']:,.0f} | "
+            f"{upsert / rate['tutorial']:.2f}x | {verdict} |"
+        )
     return "\n".join(lines)
 
 

@@ -42,6 +42,9 @@ COLUMNS = {
         "c_json",
     ),
 }  # fmt: skip
+#: The local-timestamp column: it holds :func:`local_us` of the event that wrote the row, so a lake's row shows
+#: which event it holds.
+VERSION_COLUMN = {"postgres": "c_timestamp", "mariadb": "c_datetime"}
 CAPTURE_FILE = {"postgres": "pg_all_types_schemas.jsonl", "mariadb": "mariadb_all_types_schemas.jsonl"}
 #: The database (MariaDB) or schema (PostgreSQL) of the generated table, and its name.
 NAMESPACE = {"postgres": "inventory", "mariadb": "demo"}
@@ -53,6 +56,11 @@ _TS0_US = 1_795_000_000_000_000  # 2026-11-17, microseconds
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, **_COMPACT)
+
+
+def local_us(n: int) -> int:
+    """The value (epoch microseconds) of :data:`VERSION_COLUMN` in the row written by event ``n``."""
+    return _TS0_US + n * 1_000_003
 
 
 @dataclass(frozen=True)
@@ -143,7 +151,7 @@ class Workload:
         self._tx_value_schema_text = _dumps(self.template.tx_value_schema)
 
     def _row(self, key: int, n: int, rng: random.Random) -> dict[str, Any]:
-        ts = _TS0_US + n * 1_000_003
+        ts = local_us(n)
         words = " ".join(rng.choice(_WORDS) for _ in range(rng.randrange(4, 12)))
         doc = {"sku": f"S{key % 9973:05d}", "tags": [rng.choice(_WORDS), rng.choice(_WORDS)], "qty": n % 97}
         values = [
@@ -257,8 +265,17 @@ class Workload:
         if out:
             yield out
 
-    def spec(self, schema_file: Path | None = None) -> dict[str, Any]:
-        """A connector spec of the backlog (written as YAML for ``cdclake ingest --spec``)."""
+    def last_writes(self) -> dict[int, int]:
+        """The table's final content: each live key and its row's :data:`VERSION_COLUMN` value."""
+        return {key: local_us(n) for key, n in self.live.items()}
+
+    @property
+    def data_events(self) -> int:
+        """Change events on the table's topic (tombstones and transaction records not counted)."""
+        return self.counts["c"] + self.counts["u"] + self.counts["d"]
+
+    def spec(self, schema_file: Path | None = None, mode: str = "upsert") -> dict[str, Any]:
+        """A connector spec of the backlog (written as YAML for ``cdclake ingest --spec``), the table in ``mode``."""
         base = "mariadb" if self.kind == "mariadb" else "postgres"
         spec: dict[str, Any] = {
             "name": self.prefix,
@@ -268,7 +285,7 @@ class Workload:
             "capture_password": f"${{env:CDC_{base.upper()}_DEBEZIUM_PASSWORD}}",
             "topic_prefix": self.prefix,
             "database": "demo",
-            "tables": [{"name": self.data_collection, "lake": {"mode": "upsert"}}],
+            "tables": [{"name": self.data_collection, "lake": {"mode": mode}}],
             "signal_table": f"{NAMESPACE[self.kind]}.debezium_signal",
             "transaction_metadata": True,
             "converters": {"key_schemas_enable": self.schemas, "value_schemas_enable": self.schemas},

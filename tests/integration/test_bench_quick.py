@@ -1,6 +1,12 @@
 """The real-shape ingestion benchmark's quick mode (``benchmarks/bench_real_shape.py --quick``) on the local stack:
 it runs end to end (backlogs generated from the captures and produced, one ``cdclake ingest`` process per
-backlog, the plain-Spark limit) and each lake holds exactly its backlog's live keys. No figure is asserted."""
+backlog, the plain-Spark limit, the peers on the first backlog) and each lake holds exactly its backlog's final
+content: every live key once, each row its key's last write. No figure is asserted.
+
+The peers' harness is checked too: cdclake's append mode and the Iceberg Kafka Connect sink (on a standalone
+Connect worker) each end with one row per change event (the script waits for the sink's and fails otherwise), and
+the tutorial Structured Streaming pipeline's rows are the backlog's last writes (one micro-batch, deduplicated by
+source position), with the logical types it does not decode reported."""
 
 from __future__ import annotations
 
@@ -18,10 +24,16 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_real_shape.
 
 
 def test_the_quick_real_shape_benchmark_runs_and_each_lake_equals_its_backlog(stack: Stack) -> None:
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick"], capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--peers"], capture_output=True, text=True, timeout=1200
+    )
     print(proc.stdout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-4000:]
-    rows = [line for line in proc.stdout.splitlines() if line.startswith(("| postgres", "| mariadb"))]
+    lines = proc.stdout.splitlines()
+    rows = [line for line in lines if line.startswith(("| postgres", "| mariadb")) and " GiB |" in line]
     assert len(rows) == 2, proc.stdout
     assert all(row.rstrip().endswith("rows) |") and "| True (" in row for row in rows), rows
     assert "plain Spark:" in proc.stdout
+    peers = [line for line in lines if line.startswith("| postgres | on | ") and "x |" in line]
+    assert len(peers) == 1, proc.stdout
+    assert "| rows: yes; types: no, " in peers[0] and "c_numeric string for decimal" in peers[0], peers[0]

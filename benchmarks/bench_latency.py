@@ -1,0 +1,206 @@
+"""Latency of ``cdclake ingest --follow`` under a steady load: from a row's commit in PostgreSQL to the Iceberg
+snapshot that first holds it (prints figures; asserts nothing but that every row arrived).
+
+The whole path is real: the local stack's PostgreSQL, its Debezium connector (spec ``postgres``, transaction
+metadata on), Kafka, and one ``cdclake ingest --follow --poll 1`` process (what the ``cdc_follow__postgres`` DAG
+runs) writing to a fresh embedded lake. Once the follower has drained the topics' backlog, a load of ``--rate``
+change events/s runs for ``--seconds``: every 10 ms a transaction of 10 events on ``inventory.customers`` (7
+inserts of new keys, 2 updates and 1 delete of earlier ones), its commit time taken when ``COMMIT`` returns.
+
+A row's visibility is read from the table's history afterwards: the first snapshot that added a data file
+holding its key (its ``timestamp-ms``, the writer's commit time). Latency is that minus the row's commit
+time, over every inserted row still live at the end (one inserted and deleted within a batch never shows). The
+follower is stopped once the table holds all of them. Both clocks are this machine's.
+
+Usage: ``.venv/bin/python benchmarks/bench_latency.py [--rate 1000] [--seconds 60]`` (starts the stack if down).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+CDCLAKE = str(Path(sys.executable).parent / "cdclake")
+TABLE = "inventory.customers"
+SEQUENCE = "inventory.bench_latency_keys"
+BATCH_LINE = re.compile(r"batch (\S+): (\d+) records, .*dead-lettered, ([\d.]+) s")
+
+
+def load(stack: Any, rate: int, seconds: float) -> tuple[dict[int, float], int]:
+    """Run the load; returns the commit time (epoch seconds) of each inserted key still live at the end (a key
+    inserted and deleted within one batch never shows in the table) and the change events made."""
+    from cdclake.demo.database import app_sql
+
+    per_tx, commits, live, events = 10, {}, [], 0
+    rng = random.Random(7)
+    interval = per_tx / rate
+    with app_sql(stack, "postgres") as sql:
+        next_id = fresh_keys(sql)
+        t0 = time.monotonic()
+        n = 0
+        while time.monotonic() - t0 < seconds:
+            fresh = list(range(next_id, next_id + 7))
+            next_id += 7
+            with sql.transaction():
+                for key in fresh:
+                    sql.execute(
+                        f"INSERT INTO {TABLE} (id, name, email, region) VALUES (%s, %s, %s, %s)",
+                        [key, f"load {key}", f"l{key}@example.com", "EU" if key % 2 else "US"],
+                    )
+                for key in rng.sample(live[-2000:], min(2, len(live))):
+                    events += sql.execute(f"UPDATE {TABLE} SET name = %s WHERE id = %s", [f"updated {key}", key])
+                if len(live) > 100:
+                    events += sql.execute(f"DELETE FROM {TABLE} WHERE id = %s", [live[0]])
+                    del commits[live.pop(0)]
+            committed = time.time()
+            commits.update(dict.fromkeys(fresh, committed))
+            events += len(fresh)
+            live.extend(fresh)
+            n += 1
+            time.sleep(max(0.0, t0 + n * interval - time.monotonic()))
+    return commits, events
+
+
+def fresh_keys(sql: Any, reserve: int = 10_000_000) -> int:
+    """The first of ``reserve`` keys no run has used: the topic keeps earlier runs' keys, which a fresh lake
+    would already hold. Reserved through a sequence (not captured)."""
+    sql.execute(f"CREATE SEQUENCE IF NOT EXISTS {SEQUENCE} START 100000000")
+    return int(sql.scalar(f"SELECT setval('{SEQUENCE}', nextval('{SEQUENCE}') + %s)", [reserve])) - reserve + 1
+
+
+def drained(lines: list[tuple[float, str]], since: float) -> bool:
+    """A batch committed after ``since`` and none in the last 10 s (the follower polls every second)."""
+    batches = [at for at, line in lines if at > since and BATCH_LINE.search(line)]
+    return bool(batches) and time.monotonic() - batches[-1] > 10
+
+
+def in_lake(lake: Path, identifier: str, keys: Iterable[int]) -> bool:
+    """Whether the lake's table holds every key of ``keys``."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from cdclake.lake import LakeConfig
+
+    try:
+        table = LakeConfig.embedded(lake).open_catalog().load_table(identifier)
+    except NoSuchTableError:
+        return False
+    return set(keys) <= set(table.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist())
+
+
+def first_visible(table: Any, keys: set[int]) -> dict[int, float]:
+    """Each key's first snapshot (epoch seconds) that added a data file holding it."""
+    import pyarrow.parquet as pq
+    from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
+
+    seen: dict[int, float] = {}
+    for snapshot in sorted(table.snapshots(), key=lambda s: s.sequence_number):
+        for manifest in snapshot.manifests(table.io):
+            if manifest.added_snapshot_id != snapshot.snapshot_id or manifest.content != ManifestContent.DATA:
+                continue
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+                if entry.status != ManifestEntryStatus.ADDED:
+                    continue
+                path = entry.data_file.file_path.removeprefix("file:")
+                for key in pq.read_table(path, columns=["id"]).column("id").to_pylist():
+                    if key in keys and key not in seen:
+                        seen[key] = snapshot.timestamp_ms / 1000
+    return seen
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rate", type=int, default=1000, help="change events per second")
+    parser.add_argument("--seconds", type=float, default=60.0, help="how long the load runs")
+    args = parser.parse_args()
+
+    from cdclake.connect.lifecycle import ensure_connector, wait_running
+    from cdclake.connectors import load_spec
+    from cdclake.demo.database import apply_demo_schema
+    from cdclake.lake import LakeConfig
+    from cdclake.lake.names import catalog_identifier, spec_table_identifier
+    from cdclake.stack import Stack
+
+    stack = Stack()
+    stack.up()
+    apply_demo_schema(stack)
+    spec = load_spec("postgres")
+    client = stack.connect_client()
+    ensure_connector(client, spec, stack.database_endpoint(spec))
+    wait_running(client, spec.name)
+
+    work = Path(tempfile.mkdtemp(prefix="cdclake-bench-latency-"))
+    lake, summary_file = work / "lake", work / "summary.json"
+    cmd = [CDCLAKE, "ingest", "--spec", "postgres", "--lake", str(lake), "--follow", "--poll", "1",
+           "--summary-json", str(summary_file)]  # fmt: skip
+    env = dict(os.environ, CDC_LAKE_DIR=str(lake), CDC_LOG_LEVEL="WARNING", COLUMNS="200", PYTHONUNBUFFERED="1")
+    follower = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[tuple[float, str]] = []
+
+    def read() -> None:
+        assert follower.stdout is not None
+        for line in follower.stdout:
+            lines.append((time.monotonic(), line.rstrip()))
+
+    threading.Thread(target=read, daemon=True).start()
+    t0 = time.monotonic()
+    while not drained(lines, t0):  # the topics' backlog
+        if follower.poll() is not None or time.monotonic() - t0 > 600:
+            raise SystemExit("the follower did not drain the backlog:\n" + "\n".join(line for _, line in lines))
+        time.sleep(0.5)
+    print(f"follower warm after {time.monotonic() - t0:.1f} s ({len(lines)} lines); load starts", flush=True)
+
+    started = time.monotonic()
+    commits, events = load(stack, args.rate, args.seconds)
+    ended = time.monotonic()
+    print(f"load: {events:,} change events committed in {ended - started:.1f} s", flush=True)
+    identifier = catalog_identifier(spec_table_identifier(spec, TABLE))
+    while not in_lake(lake, identifier, commits.keys()):  # the follower has caught up
+        if follower.poll() is not None or time.monotonic() - ended > 300:
+            raise SystemExit("the follower did not catch up:\n" + "\n".join(line for _, line in lines[-20:]))
+        time.sleep(2)
+    follower.send_signal(signal.SIGTERM)
+    follower.wait(120)
+
+    result = json.loads(summary_file.read_text())
+    table = LakeConfig.embedded(lake).open_catalog().load_table(identifier)
+    visible = first_visible(table, set(commits))
+    if len(visible) != len(commits):
+        raise SystemExit(f"{len(commits) - len(visible)} of {len(commits)} inserted rows never became visible")
+    latency = [visible[key] - commits[key] for key in commits]
+    walls = [  # the batches of the load
+        float(m.group(3)) for at, line in lines if started < at and (m := BATCH_LINE.search(line)) and int(m.group(2))
+    ]
+    print(
+        f"source commit -> visible in Iceberg, {len(latency):,} inserted rows at {args.rate:,} events/s: "
+        f"p50 {_percentile(latency, 0.5):.2f} s, p90 {_percentile(latency, 0.9):.2f} s, "
+        f"p99 {_percentile(latency, 0.99):.2f} s, max {max(latency):.2f} s"
+    )
+    if walls:
+        print(
+            f"batches under load: {len(walls)}, wall median {statistics.median(walls):.2f} s "
+            f"(min {min(walls):.2f}, max {max(walls):.2f})"
+        )
+    print(f"follower: {result['committed_batches']} batches, {result['records']:,} records, stopped by "
+          f"{result['stopped_by']}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

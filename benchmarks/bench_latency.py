@@ -33,6 +33,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_small_batches import postgres_source  # noqa: E402
+
 CDCLAKE = str(Path(sys.executable).parent / "cdclake")
 TABLE = "inventory.customers"
 SEQUENCE = "inventory.bench_latency_keys"
@@ -131,20 +135,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the load runs")
     args = parser.parse_args()
 
-    from cdclake.connect.lifecycle import ensure_connector, wait_running
-    from cdclake.connectors import load_spec
-    from cdclake.demo.database import apply_demo_schema
     from cdclake.lake import LakeConfig
     from cdclake.lake.names import catalog_identifier, spec_table_identifier
-    from cdclake.stack import Stack
 
-    stack = Stack()
-    stack.up()
-    apply_demo_schema(stack)
-    spec = load_spec("postgres")
-    client = stack.connect_client()
-    ensure_connector(client, spec, stack.database_endpoint(spec))
-    wait_running(client, spec.name)
+    stack, spec = postgres_source()
 
     work = Path(tempfile.mkdtemp(prefix="cdclake-bench-latency-"))
     lake, summary_file = work / "lake", work / "summary.json"

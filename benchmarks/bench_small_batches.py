@@ -20,6 +20,7 @@ import time
 import urllib.request
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 
 def _jobs(ui: str, app: str) -> list[dict[str, object]]:
@@ -33,19 +34,12 @@ def _job_seconds(job: dict[str, object]) -> float:
     return (datetime.strptime(str(end)[:23], "%Y-%m-%dT%H:%M:%S.%f") - start).total_seconds() if end else 0.0
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--batches", type=int, default=5)
-    parser.add_argument("--lake", type=Path, default=None, help="embedded lake (default: a temporary one)")
-    args = parser.parse_args()
-
+def postgres_source() -> tuple[Any, Any]:
+    """The local stack (started if down) with the demo schema and its PostgreSQL connector (spec ``postgres``)
+    registered and running; returns the stack and the spec."""
     from cdclake.connect.lifecycle import ensure_connector, wait_running
     from cdclake.connectors import load_spec
-    from cdclake.demo.database import app_sql, apply_demo_schema
-    from cdclake.demo.workload import run_workload
-    from cdclake.ingest.runner import ingest_from_kafka
-    from cdclake.lake import LakeConfig
-    from cdclake.spark import build_spark_session
+    from cdclake.demo.database import apply_demo_schema
     from cdclake.stack import Stack
 
     stack = Stack()
@@ -55,6 +49,22 @@ def main() -> None:
     client = stack.connect_client()
     ensure_connector(client, spec, stack.database_endpoint(spec))
     wait_running(client, spec.name)
+    return stack, spec
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batches", type=int, default=5)
+    parser.add_argument("--lake", type=Path, default=None, help="embedded lake (default: a temporary one)")
+    args = parser.parse_args()
+
+    from cdclake.demo.database import app_sql
+    from cdclake.demo.workload import run_workload
+    from cdclake.ingest.runner import ingest_from_kafka
+    from cdclake.lake import LakeConfig
+    from cdclake.spark import build_spark_session
+
+    stack, spec = postgres_source()
     lake = args.lake or Path(tempfile.mkdtemp(prefix="bench-small-"))
     spark = build_spark_session(
         "bench-small-batches",

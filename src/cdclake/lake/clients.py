@@ -239,6 +239,18 @@ class LakeSqlCatalog(SqlCatalog):
         target = args[0] if args else next(iter(kwargs.values()), "")
         return retry_on_lock(f"{operation} {_describe(target)}".rstrip(), self.name, partial(call, *args, **kwargs))
 
+    def create_tables(self) -> None:
+        """Create the catalog's own tables when absent. Processes that open a fresh catalog at once race
+        between SQLAlchemy's existence check and its ``CREATE TABLE``; the loser finds the tables made by the
+        winner, which is what it wanted, so it checks again instead of failing."""
+        for attempt in range(2):
+            try:
+                self._retried("create_tables", super().create_tables)
+                return
+            except OperationalError as exc:
+                if "already exists" not in str(exc) or attempt:
+                    raise
+
     def load_table(self, *args: Any, **kwargs: Any) -> Any:
         return self._retried("load_table", super().load_table, *args, **kwargs)
 

@@ -26,11 +26,9 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _catalog(root: Path):  # type: ignore[no-untyped-def]
-    from pyiceberg.catalog import load_catalog
-
     lake = LakeConfig.embedded(root)
     lake.ensure_dirs()
-    return load_catalog(**lake.pyiceberg_properties())
+    return lake.open_catalog()
 
 
 def _row(lock_id: str, event: str, at_s: float, owner: Owner, lease_s: float = 60) -> dict[str, object]:

@@ -154,6 +154,30 @@ def test_the_embedded_lake_opens_with_the_busy_timeout_and_works(lake: LakeConfi
     assert lake.open_catalog().load_table(CUSTOMERS).scan().to_arrow().num_rows == 2
 
 
+def test_processes_opening_a_fresh_catalog_at_once_both_open_it(
+    lake: LakeConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race, made deterministic: between this process's existence check and its CREATE TABLE, another
+    process creates the catalog's tables, so SQLite answers ``table iceberg_tables already exists``."""
+    from pyiceberg.catalog.sql import SqlCatalog, SqlCatalogBaseTable
+
+    original = SqlCatalog.create_tables
+    calls: list[str] = []
+
+    def lose_the_race(self: SqlCatalog) -> None:
+        calls.append("create")
+        if len(calls) == 1:
+            SqlCatalogBaseTable.metadata.create_all(self.engine)  # the other process wins
+            SqlCatalogBaseTable.metadata.create_all(self.engine, checkfirst=False)  # this one's CREATE TABLE
+        original(self)
+
+    monkeypatch.setattr(SqlCatalog, "create_tables", lose_the_race)
+    catalog = lake.open_catalog()
+    assert calls == ["create", "create"]
+    catalog.create_namespace_if_not_exists(CUSTOMERS[:2])
+    assert catalog.list_namespaces() == [CUSTOMERS[:1]]
+
+
 @pytest.fixture
 def locked_catalog(lake: LakeConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[LakeSqlCatalog, Any]]:
     """A catalog with a table, a 50 ms busy timeout, and another connection holding the file's write lock."""

@@ -11,7 +11,7 @@ MVN ?= mvn
 MVN_FLAGS ?= -B -q -s jvm/settings.xml
 PYTEST_ARGS ?=
 
-.PHONY: help install venv jars peer-jars cds system-packages lock demo test test-unit test-integration test-reliability lint stack-up stack-down clean
+.PHONY: help install venv jars peer-jars cluster-jars cds system-packages lock demo test test-unit test-integration test-reliability lint stack-up stack-down clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -44,6 +44,12 @@ jars: .cache/jvm/.resolved  ## JVM dependencies from Maven Central, and the enve
 	touch $@
 
 peer-jars: .cache/jvm/.peers-resolved  ## the real-shape benchmark's peers (the Iceberg Kafka Connect sink) into .cache/jvm/peer-plugins
+
+.cache/jvm/.cluster-resolved: jvm/pom.xml jvm/cluster/pom.xml jvm/settings.xml
+	$(MVN) $(MVN_FLAGS) -f jvm/cluster/pom.xml -Dcdclake.jvm.dir=$(CURDIR)/.cache/jvm package
+	touch $@
+
+cluster-jars: .cache/jvm/.cluster-resolved  ## the cluster profile's servers (Iceberg REST catalog, s3proxy) and Spark's S3 jars into .cache/jvm
 
 cds: venv jars  ## class-data sharing archive of the Spark driver JVM (about 5 s off every start), if missing
 	$(VENV)/bin/cdclake spark cds

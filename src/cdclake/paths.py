@@ -71,8 +71,12 @@ def lake_dir(config: Settings | None = None) -> Path:
     return _location(config, "lake_dir", ".lake")
 
 
-def jars_in(subdir: str) -> list[Path]:
+def jars_in(subdir: str, target: str = "jars") -> list[Path]:
     """Return the jars of one resolved JVM component, sorted.
+
+    Args:
+        subdir: the component's directory under :func:`jvm_dir`.
+        target: the ``make`` target that resolves it (``jars``; ``cluster-jars`` for ``spark-s3``).
 
     Raises:
         NotInstalledError: when the component has not been resolved yet.
@@ -80,7 +84,5 @@ def jars_in(subdir: str) -> list[Path]:
     folder = jvm_dir() / subdir
     jars = sorted(folder.glob("*.jar")) if folder.is_dir() else []
     if not jars:
-        raise NotInstalledError(
-            f"no jars in {folder}; run `make jars` (mvn -s jvm/settings.xml -f jvm/pom.xml package)"
-        )
+        raise NotInstalledError(f"no jars in {folder}; run `make {target}`")
     return jars

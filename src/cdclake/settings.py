@@ -32,7 +32,10 @@ MIN_INGEST_INTERVAL = timedelta(seconds=10)
 LakeKind = Literal["embedded", "rest"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 SparkCds = Literal["auto", "off"]
-_LITERALS = {"LakeKind": LakeKind, "LogLevel": LogLevel, "SparkCds": SparkCds}
+StackProfile = Literal["default", "cluster"]
+_LITERALS = {"LakeKind": LakeKind, "LogLevel": LogLevel, "SparkCds": SparkCds, "StackProfile": StackProfile}
+#: The most Spark workers the cluster profile starts (``CDC_SPARK_WORKERS``).
+MAX_SPARK_WORKERS = 4
 _VARIABLE = "cdclake.variable"
 
 
@@ -95,6 +98,16 @@ def _positive_int(raw: str) -> int:
     if value < 1:
         raise ValueError(raw)
     return value
+
+
+def _bounded_int(low: int, high: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        value = int(raw)
+        if not low <= value <= high:
+            raise ValueError(raw)
+        return value
+
+    return parse
 
 
 def _seconds(raw: str) -> float:
@@ -334,6 +347,56 @@ class Settings:
         "CDC_AIRFLOW_PORT",
         8080,
         "the local stack's Airflow (UI, REST and execution API)",
+        _port,
+        "a port number (1-65535)",
+    )
+    # the local stack's cluster profile (`cdclake stack up --profile cluster`)
+    stack_profile: StackProfile = _var(
+        "CDC_STACK_PROFILE",
+        "default",
+        "which services `cdclake stack up` starts: `cluster` adds a Spark standalone master and workers, an "
+        "Iceberg REST catalog and an S3-compatible object store (s3proxy) to the default ones",
+        _choice("default", "cluster"),
+        "`default` or `cluster`",
+    )
+    spark_master_port: int = _var(
+        "CDC_SPARK_MASTER_PORT", 7077, "the cluster profile's Spark master", _port, "a port number (1-65535)"
+    )
+    spark_ui_port: int = _var(
+        "CDC_SPARK_UI_PORT",
+        8090,
+        "the cluster profile's Spark master web UI; worker `n` serves its own on this port + `n`",
+        _port,
+        "a port number (1-65535)",
+    )
+    spark_workers: int = _var(
+        "CDC_SPARK_WORKERS",
+        1,
+        "Spark workers of the cluster profile",
+        _bounded_int(1, MAX_SPARK_WORKERS),
+        f"a whole number from 1 to {MAX_SPARK_WORKERS}",
+    )
+    spark_worker_cores: int = _var(
+        "CDC_SPARK_WORKER_CORES",
+        2,
+        "cores each Spark worker of the cluster profile offers to executors",
+        _positive_int,
+        "a positive whole number",
+    )
+    spark_worker_memory: str = _var(
+        "CDC_SPARK_WORKER_MEMORY",
+        "3g",
+        "memory each Spark worker of the cluster profile offers to executors",
+        _memory,
+        "a JVM memory size: digits with an optional unit `k`, `m`, `g`, `t` (`512m`, `2g`)",
+    )
+    iceberg_rest_port: int = _var(
+        "CDC_ICEBERG_REST_PORT", 8181, "the cluster profile's Iceberg REST catalog", _port, "a port number (1-65535)"
+    )
+    s3_port: int = _var(
+        "CDC_S3_PORT",
+        9000,
+        "the cluster profile's S3-compatible object store (s3proxy)",
         _port,
         "a port number (1-65535)",
     )

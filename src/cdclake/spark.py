@@ -84,7 +84,10 @@ def session_conf(lake: LakeConfig, extra: Mapping[str, str] | None = None) -> di
     conf = dict(BASE_CONF)
     for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
         conf[key] = f"{conf[key]} -Dlog4j2.configurationFile={LOG4J2_CONF.as_uri()}"
-    conf["spark.jars"] = ",".join(spark_jars())
+    jars = spark_jars()
+    if lake.s3:
+        jars += [str(p) for p in jars_in("spark-s3", target="cluster-jars")]
+    conf["spark.jars"] = ",".join(jars)
     conf.update(lake.spark_conf())
     if extra:
         conf.update(extra)

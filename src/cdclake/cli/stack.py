@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Optional
 
@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cdclake.stack import Stack, StackConfig
-from cdclake.stack.manager import SERVICE_ORDER
+from cdclake.stack.manager import ALL_SERVICES
 
 app = typer.Typer(
     help="Run the local stack (Kafka KRaft, Kafka Connect + Debezium, PostgreSQL, MariaDB, Airflow 3) without Docker."
@@ -22,10 +22,21 @@ app = typer.Typer(
 console = Console()
 
 StateDir = typer.Option(None, "--state-dir", help="State directory [env CDC_STACK_DIR; default .stack/]")
+Profile = typer.Option(
+    None,
+    "--profile",
+    help="`cluster` adds a Spark standalone master and workers, an Iceberg REST catalog and an S3 object store "
+    "(s3proxy) [env CDC_STACK_PROFILE; default]",
+)
 
 
-def _stack(state_dir: Optional[Path], **ports: Optional[int]) -> Stack:  # noqa: UP045 - typer needs Optional
-    return Stack(StackConfig.from_env(state_dir).with_ports(**ports))
+def _stack(state_dir: Optional[Path], profile: Optional[str] = None, **ports: Optional[int]) -> Stack:  # noqa: UP045 - typer needs Optional
+    config = StackConfig.from_env(state_dir).with_ports(**ports)
+    if profile is not None:
+        if profile not in ("default", "cluster"):
+            raise typer.BadParameter(f"{profile!r} is not a profile; use default or cluster", param_hint="--profile")
+        config = replace(config, stack_profile=profile)
+    return Stack(config)
 
 
 def _progress(service: str, message: str) -> None:
@@ -35,6 +46,7 @@ def _progress(service: str, message: str) -> None:
 @app.command()
 def up(
     state_dir: Optional[Path] = StateDir,  # noqa: UP045
+    profile: Optional[str] = Profile,  # noqa: UP045
     kafka_port: Optional[int] = typer.Option(None, help="Kafka broker port [env CDC_KAFKA_PORT; 9092]"),  # noqa: UP045
     kafka_controller_port: Optional[int] = typer.Option(  # noqa: UP045
         None, help="KRaft controller port [env CDC_KAFKA_CONTROLLER_PORT; 9093]"
@@ -51,9 +63,13 @@ def up(
     Airflow's API server, scheduler, DAG processor and triggerer are services of their own; the stack's
     connections are stored in Airflow's metadata database (Admin -> Connections). Every DAG is created
     paused: `cdclake demo`, the UI or `airflow dags unpause` turns them on.
+
+    With `--profile cluster` it also starts s3proxy, the Iceberg REST catalog, a Spark master and
+    CDC_SPARK_WORKERS workers; `eval "$(cdclake stack env --profile cluster)"` then points cdclake at them.
     """
     stack = _stack(
         state_dir,
+        profile,
         kafka_port=kafka_port,
         kafka_controller_port=kafka_controller_port,
         connect_port=connect_port,
@@ -84,10 +100,13 @@ def down(state_dir: Optional[Path] = StateDir) -> None:  # noqa: UP045
 @app.command()
 def status(
     state_dir: Optional[Path] = StateDir,  # noqa: UP045
+    profile: Optional[str] = Profile,  # noqa: UP045
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
-    """Say which services run, whether they answer, their memory (RSS and PSS), where they listen and log."""
-    stack = _stack(state_dir)
+    """Say which services run, whether they answer, their memory (RSS and PSS), where they listen and log.
+
+    It lists the profile's services, and any other service of the stack that runs."""
+    stack = _stack(state_dir, profile)
     if as_json:
         typer.echo(json.dumps([asdict(row) for row in stack.status()], indent=2))
         return
@@ -116,7 +135,7 @@ def _print_status(stack: Stack) -> None:
 
 @app.command()
 def logs(
-    service: str = typer.Argument(..., help=f"One of: {', '.join(SERVICE_ORDER)}"),
+    service: str = typer.Argument(..., help=f"One of: {', '.join(ALL_SERVICES)}"),
     lines: int = typer.Option(50, "--lines", "-n", help="How many lines to show."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines."),
     state_dir: Optional[Path] = StateDir,  # noqa: UP045
@@ -146,6 +165,7 @@ def packages(
 @app.command()
 def env(
     state_dir: Optional[Path] = StateDir,  # noqa: UP045
+    profile: Optional[str] = Profile,  # noqa: UP045
     connections: bool = typer.Option(
         False,
         "--connections",
@@ -158,7 +178,15 @@ def env(
     Use: eval "$(cdclake stack env)"; then `airflow dags list`, `airflow connections list` and the other
     commands talk to the stack's metadata database. The connections themselves live there
     (Admin -> Connections), not in the environment.
+
+    In the cluster profile it also prints the CDC_LAKE_* and CDC_SPARK_MASTER variables of its REST catalog, S3
+    warehouse (with the object store's key pair) and Spark master.
     """
-    stack = _stack(state_dir)
-    for key, value in stack.airflow.client_environment(connections=connections).items():
+    from cdclake.stack.cluster import lake_environment
+
+    stack = _stack(state_dir, profile)
+    variables = stack.airflow.client_environment(connections=connections)
+    if stack.config.cluster:
+        variables.update(lake_environment(stack.config, stack.secrets))
+    for key, value in variables.items():
         typer.echo(f"export {key}={shlex.quote(value)}")

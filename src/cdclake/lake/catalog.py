@@ -197,4 +197,6 @@ class LakeConfig:
         if self.s3:
             conf[f"{prefix}.io-impl"] = "org.apache.iceberg.aws.s3.S3FileIO"
             conf.update({f"{prefix}.{key}": value for key, value in self.s3.items()})
+            if "s3.region" in self.s3:  # Java's AWS clients take their region from client.region
+                conf[f"{prefix}.client.region"] = self.s3["s3.region"]
         return conf

@@ -14,6 +14,10 @@ from cdclake.settings import Settings, settings
 #: The ports of the stack, each overridden by its ``CDC_*_PORT`` variable (:mod:`cdclake.settings`;
 #: ``cdclake stack up --help`` lists the options).
 PORTS = ("kafka_port", "kafka_controller_port", "connect_port", "postgres_port", "mariadb_port", "airflow_port")
+#: The cluster profile's ports (``CDC_SPARK_MASTER_PORT`` etc.).
+CLUSTER_PORTS = ("spark_master_port", "spark_ui_port", "iceberg_rest_port", "s3_port")
+#: The cluster profile's other settings, read from :class:`~cdclake.settings.Settings` like the ports.
+CLUSTER_SETTINGS = ("stack_profile", "spark_workers", "spark_worker_cores", "spark_worker_memory")
 
 #: Database users the stack creates. ``debezium`` captures (least privilege), ``cdc_signal`` only
 #: inserts signal rows, ``cdc_reader`` only reads the captured tables (source-vs-lake comparisons),
@@ -33,6 +37,18 @@ AIRFLOW_SECRETS = (
 #: :data:`CONNECT_SECRET` in ``secrets.env``.
 CONNECT_USER = "cdclake"
 CONNECT_SECRET = "CDC_CONNECT_PASSWORD"
+#: The cluster profile's secrets: the object store's access key pair, and the password of the PostgreSQL role
+#: :data:`ICEBERG_ROLE` that owns the REST catalog's tables (database :data:`ICEBERG_DATABASE`).
+S3_ACCESS_KEY = "CDC_S3_ACCESS_KEY_ID"
+S3_SECRET_KEY = "CDC_S3_SECRET_ACCESS_KEY"
+ICEBERG_DB_SECRET = "CDC_ICEBERG_DB_PASSWORD"
+CLUSTER_SECRETS = (S3_ACCESS_KEY, S3_SECRET_KEY, ICEBERG_DB_SECRET)
+ICEBERG_ROLE = "iceberg"
+ICEBERG_DATABASE = "iceberg_catalog"
+#: The object store's bucket holding the cluster profile's warehouse.
+WAREHOUSE_BUCKET = "warehouse"
+#: The region the S3 clients sign for; s3proxy accepts any.
+S3_REGION = "us-east-1"
 DEMO_DATABASE = "demo"
 POSTGRES_SCHEMA = "inventory"
 POSTGRES_PUBLICATION = "cdclake_pub"
@@ -53,6 +69,14 @@ class StackConfig:
     postgres_port: int = 5433
     mariadb_port: int = 3307
     airflow_port: int = 8080
+    spark_master_port: int = 7077
+    spark_ui_port: int = 8090
+    iceberg_rest_port: int = 8181
+    s3_port: int = 9000
+    stack_profile: str = "default"
+    spark_workers: int = 1
+    spark_worker_cores: int = 2
+    spark_worker_memory: str = "3g"
     kafka_heap: str = "512m"
     connect_heap: str = "768m"
     start_timeout_s: float = 120.0
@@ -73,7 +97,7 @@ class StackConfig:
         return cls(
             state_dir=(state_dir or stack_dir(config)).resolve(),
             jvm_dir=jvm_dir(config),
-            **{name: getattr(config, name) for name in PORTS},
+            **{name: getattr(config, name) for name in (*PORTS, *CLUSTER_PORTS, *CLUSTER_SETTINGS)},
         )
 
     def with_ports(self, **ports: int | None) -> StackConfig:
@@ -96,6 +120,27 @@ class StackConfig:
     def airflow_url(self) -> str:
         return f"http://{self.host}:{self.airflow_port}"
 
+    @property
+    def cluster(self) -> bool:
+        """True for the cluster profile."""
+        return self.stack_profile == "cluster"
+
+    @property
+    def spark_master_url(self) -> str:
+        return f"spark://{self.host}:{self.spark_master_port}"
+
+    @property
+    def spark_ui_url(self) -> str:
+        return f"http://{self.host}:{self.spark_ui_port}"
+
+    @property
+    def iceberg_rest_url(self) -> str:
+        return f"http://{self.host}:{self.iceberg_rest_port}"
+
+    @property
+    def s3_endpoint(self) -> str:
+        return f"http://{self.host}:{self.s3_port}"
+
 
 def _secret_name(db: str, user: str) -> str:
     return f"CDC_{db.upper()}_{user.upper()}_PASSWORD"
@@ -104,13 +149,15 @@ def _secret_name(db: str, user: str) -> str:
 def _new_secret(name: str) -> str:
     if name == "AIRFLOW_FERNET_KEY":  # what cryptography's Fernet.generate_key() returns
         return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+    if name == S3_ACCESS_KEY:  # letters and digits, as S3 access key ids are
+        return "CDC" + secrets.token_hex(8).upper()
     return secrets.token_urlsafe(32 if name.startswith("AIRFLOW_") else 18)
 
 
 def secret_names() -> list[str]:
     """Every secret of the stack, in the order of ``secrets.env``."""
     databases = [_secret_name(db, user) for db in ("postgres", "mariadb") for user in DB_USERS]
-    return [*databases, CONNECT_SECRET, *AIRFLOW_SECRETS]
+    return [*databases, CONNECT_SECRET, *AIRFLOW_SECRETS, *CLUSTER_SECRETS]
 
 
 def write_private(path: Path, text: str) -> None:

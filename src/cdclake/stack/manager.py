@@ -11,8 +11,16 @@ from typing import Any
 from cdclake.connect import KafkaConnectClient
 from cdclake.connectors import ConnectorKind, ConnectorSpec, DatabaseEndpoint
 from cdclake.exceptions import StackError
+from cdclake.settings import MAX_SPARK_WORKERS
 from cdclake.stack.airflow import AIRFLOW_SERVICES, COMPONENTS, AirflowHome
 from cdclake.stack.base import Service
+from cdclake.stack.cluster import (
+    IcebergRestService,
+    S3ProxyService,
+    SparkMasterService,
+    SparkWorkerService,
+    cluster_jars,
+)
 from cdclake.stack.config import StackConfig, connect_auth, load_or_create_secrets
 from cdclake.stack.connect import ConnectService
 from cdclake.stack.debian import Binaries, binaries
@@ -24,6 +32,14 @@ from cdclake.stack.process import require_free_port, wait_until
 logger = logging.getLogger(__name__)
 
 SERVICE_ORDER = ("postgres", "mariadb", "kafka", "connect", *COMPONENTS)
+#: The cluster profile's services beyond :data:`SERVICE_ORDER`, every worker it may start included.
+CLUSTER_SERVICES = (
+    "s3proxy",
+    "iceberg-rest",
+    "spark-master",
+    *(f"spark-worker-{n}" for n in range(1, MAX_SPARK_WORKERS + 1)),
+)
+ALL_SERVICES = (*SERVICE_ORDER, *CLUSTER_SERVICES)
 Progress = Callable[[str, str], None]
 
 
@@ -72,9 +88,30 @@ class Stack:
         if self._services is None:
             bins = self._bins or binaries()
             secrets = self.secrets
-            classes = (PostgresService, MariaDbService, KafkaService, ConnectService, *AIRFLOW_SERVICES)
-            self._services = {cls.name: cls(self.config, bins, secrets) for cls in classes}
+            classes = (
+                PostgresService,
+                MariaDbService,
+                KafkaService,
+                ConnectService,
+                *AIRFLOW_SERVICES,
+                S3ProxyService,
+                IcebergRestService,
+                SparkMasterService,
+            )
+            services: dict[str, Service] = {cls.name: cls(self.config, bins, secrets) for cls in classes}
+            for n in range(1, MAX_SPARK_WORKERS + 1):
+                services[f"spark-worker-{n}"] = SparkWorkerService(self.config, bins, secrets, index=n)
+            self._services = {name: services[name] for name in ALL_SERVICES}
         return self._services
+
+    @property
+    def service_names(self) -> tuple[str, ...]:
+        """The services ``up`` starts, in start order: :data:`SERVICE_ORDER`, and in the cluster profile the object
+        store, the REST catalog, the Spark master and ``CDC_SPARK_WORKERS`` workers."""
+        if not self.config.cluster:
+            return SERVICE_ORDER
+        workers = tuple(f"spark-worker-{n}" for n in range(1, self.config.spark_workers + 1))
+        return (*SERVICE_ORDER, *CLUSTER_SERVICES[:3], *workers)
 
     def connect_client(self, **kwargs: Any) -> KafkaConnectClient:
         """A client of the stack's Kafka Connect REST API, with its credentials (keyword arguments as the client's)."""
@@ -86,8 +123,8 @@ class Stack:
         Raises:
             StackError: for an unknown name.
         """
-        if name not in SERVICE_ORDER:
-            raise StackError(f"unknown service {name!r}; services are {', '.join(SERVICE_ORDER)}")
+        if name not in ALL_SERVICES:
+            raise StackError(f"unknown service {name!r}; services are {', '.join(ALL_SERVICES)}")
         return self.services[name]
 
     # -- up --------------------------------------------------------------------------------------
@@ -106,7 +143,7 @@ class Stack:
         """
         self._check_jars()
         services = self.services
-        for name in SERVICE_ORDER:
+        for name in self.service_names:
             service = services[name]
             if service.process.running():
                 continue
@@ -116,7 +153,7 @@ class Stack:
         try:
             return self._up(services, started, progress)
         except BaseException:
-            for name in reversed(SERVICE_ORDER):
+            for name in reversed(self.service_names):
                 if name in started and services[name].process.stop(timeout_s=60):
                     progress(name, "stopped: the stack did not come up")
             raise
@@ -131,6 +168,8 @@ class Stack:
             self._await(services[name], started, timings, progress)
             services[name].bootstrap()
             progress(name, "users and databases in place")
+        if self.config.cluster:
+            self._up_cluster(services, started, timings, progress)
         # Airflow's metadata database lives in PostgreSQL (bootstrapped above); the first component's
         # preparation migrates it
         for name in COMPONENTS:
@@ -141,6 +180,23 @@ class Stack:
         progress("airflow-api-server", "connections and the Spark jobs' pool stored in the metadata database")
         return timings
 
+    def _up_cluster(
+        self, services: dict[str, Service], started: dict[str, float], timings: dict[str, float], progress: Progress
+    ) -> None:
+        """The cluster profile's services: the object store and the Spark master first, then the REST catalog
+        (which needs the store and PostgreSQL's catalog database) and the workers (which need the master)."""
+        cluster = self.service_names[len(SERVICE_ORDER) :]
+        for name in ("s3proxy", "spark-master"):
+            self._start(services[name], started, progress)
+        for name in ("s3proxy", "spark-master"):
+            self._await(services[name], started, timings, progress)
+        for name in cluster:
+            if name not in ("s3proxy", "spark-master"):
+                self._start(services[name], started, progress)
+        for name in cluster:
+            if name not in ("s3proxy", "spark-master"):
+                self._await(services[name], started, timings, progress)
+
     def _check_jars(self) -> None:
         from cdclake.paths import jars_in
 
@@ -150,6 +206,9 @@ class Stack:
             from cdclake.exceptions import NotInstalledError
 
             raise NotInstalledError(f"no Debezium plugins in {plugins}; run `make jars`")
+        if self.config.cluster:
+            for component in ("s3proxy", "iceberg-rest"):
+                cluster_jars(self.config, component)
 
     def _start(self, service: Service, started: dict[str, float], progress: Progress) -> None:
         if service.process.running():
@@ -188,13 +247,13 @@ class Stack:
 
     # -- down / status ---------------------------------------------------------------------------
     def down(self, progress: Progress = _noop) -> list[str]:
-        """Stop every service this stack started (pid files), in reverse order.
+        """Stop every service this stack started (pid files), in reverse order, those of the cluster profile too.
 
         Returns:
             Names of the services that were stopped.
         """
         stopped = []
-        for name in reversed(SERVICE_ORDER):
+        for name in reversed(ALL_SERVICES):
             service = self.services[name]
             if service.process.stop(timeout_s=60):
                 stopped.append(name)
@@ -219,11 +278,13 @@ class Stack:
         return AirflowHome(self.config, self.secrets)
 
     def status(self) -> list[ServiceStatus]:
-        """Status of each service (running, pid, answering, memory)."""
+        """Status of each service of the profile, and of any other that runs (running, pid, answering, memory)."""
         rows = []
-        for name in SERVICE_ORDER:
+        for name in ALL_SERVICES:
             service = self.services[name]
             pid = service.process.pid()
+            if name not in self.service_names and pid is None:
+                continue
             ready = False
             if pid is not None:
                 try:

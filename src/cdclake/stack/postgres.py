@@ -26,7 +26,16 @@ from pathlib import Path
 
 from cdclake.exceptions import StackError
 from cdclake.stack.base import Endpoint, Service
-from cdclake.stack.config import DEMO_DATABASE, POSTGRES_PUBLICATION, POSTGRES_SCHEMA, SIGNAL_TABLE, password
+from cdclake.stack.config import (
+    DEMO_DATABASE,
+    ICEBERG_DATABASE,
+    ICEBERG_DB_SECRET,
+    ICEBERG_ROLE,
+    POSTGRES_PUBLICATION,
+    POSTGRES_SCHEMA,
+    SIGNAL_TABLE,
+    password,
+)
 
 ADMIN_USER = "cdclake_admin"
 ROLE_NAMES = {"debezium": "debezium", "signal": "cdc_signal", "reader": "cdc_reader", "app": "cdclake_app"}
@@ -177,6 +186,7 @@ class PostgresService(Service):
 
         logins = {role: password(self.secrets, "postgres", key) for key, role in ROLE_NAMES.items()}
         logins[AIRFLOW_ROLE] = self.secrets["AIRFLOW_DB_PASSWORD"]
+        logins[ICEBERG_ROLE] = self.secrets[ICEBERG_DB_SECRET]
         with self.connect() as conn:
             for role, secret in logins.items():
                 exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role]).fetchone()
@@ -187,13 +197,19 @@ class PostgresService(Service):
                         sql.SQL(verb), sql.Identifier(role), options, sql.Literal(secret)
                     )
                 )
-            for database, owner in ((DEMO_DATABASE, ROLE_NAMES["app"]), (AIRFLOW_DATABASE, AIRFLOW_ROLE)):
+            owners = (
+                (DEMO_DATABASE, ROLE_NAMES["app"]),
+                (AIRFLOW_DATABASE, AIRFLOW_ROLE),
+                (ICEBERG_DATABASE, ICEBERG_ROLE),
+            )
+            for database, owner in owners:
                 if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [database]).fetchone():
                     conn.execute(
                         sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(database), sql.Identifier(owner))
                     )
-            # the Airflow database is its owner's alone
-            conn.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(sql.Identifier(AIRFLOW_DATABASE)))
+            # the Airflow database and the cluster profile's Iceberg catalog are their owners' alone
+            for database in (AIRFLOW_DATABASE, ICEBERG_DATABASE):
+                conn.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(sql.Identifier(database)))
         app, dbz, sig, reader = (sql.Identifier(ROLE_NAMES[k]) for k in ("app", "debezium", "signal", "reader"))
         schema = sql.Identifier(POSTGRES_SCHEMA)
         signal_table = sql.Identifier(POSTGRES_SCHEMA, SIGNAL_TABLE)

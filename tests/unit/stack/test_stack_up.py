@@ -1,12 +1,13 @@
 """Stack.up: when a service never becomes ready, what this call started is stopped again.
 
-The four services are stand-ins (a sleeping Python interpreter each), because the test is about the
+The services are stand-ins (a sleeping Python interpreter each), because the test is about the
 start-up bookkeeping, not the servers; the processes, pid files and signals are real.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from cdclake.exceptions import StackError
 from cdclake.stack.base import Endpoint, Service
 from cdclake.stack.config import StackConfig
-from cdclake.stack.manager import SERVICE_ORDER, Stack
+from cdclake.stack.manager import ALL_SERVICES, SERVICE_ORDER, Stack
 
 
 class _Sleeper(Service):
@@ -40,11 +41,12 @@ class _Sleeper(Service):
         return self.name
 
 
-def _stack(tmp_path: Path, broken: str) -> Stack:
+def _stack(tmp_path: Path, broken: str, **config_: object) -> Stack:
     config = StackConfig(state_dir=tmp_path / "state", jvm_dir=tmp_path / "jvm", start_timeout_s=2.0)
+    config = replace(config, **config_)  # type: ignore[arg-type]
     stack = Stack(config, bins=object())  # type: ignore[arg-type]
     services: dict[str, Service] = {}
-    for name in SERVICE_ORDER:
+    for name in ALL_SERVICES:
         cls = type(f"Fake_{name}", (_Sleeper,), {"name": name, "answers": name != broken})
         services[name] = cls(config, stack._bins, {})  # type: ignore[arg-type]
     stack._services = services
@@ -73,4 +75,29 @@ def test_services_already_running_are_left_running_when_up_fails(tmp_path: Path)
         assert [s.name for s in stack.status() if s.running] == ["postgres"]
     finally:
         stack.down()
+    assert [s.name for s in stack.status() if s.running] == []
+
+
+def test_the_cluster_profile_starts_its_services_after_the_default_ones_and_down_stops_them(tmp_path: Path) -> None:
+    stack = _stack(tmp_path, broken="", stack_profile="cluster", spark_workers=2)
+    cluster = ["s3proxy", "iceberg-rest", "spark-master", "spark-worker-1", "spark-worker-2"]
+    # `stack down` and `stack status` without --profile: the default profile
+    default = Stack(replace(stack.config, stack_profile="default"), bins=object())  # type: ignore[arg-type]
+    default._services = stack.services
+    said: list[tuple[str, str]] = []
+    try:
+        stack.up(lambda name, message: said.append((name, message)))
+        started = [name for name, message in said if message.startswith("started")]
+        assert sorted(started) == sorted([*SERVICE_ORDER, *cluster])
+        # the object store and the master before the catalog and the workers that need them
+        assert started.index("iceberg-rest") > started.index("s3proxy")
+        assert min(started.index("spark-worker-1"), started.index("spark-worker-2")) > started.index("spark-master")
+        assert [s.name for s in stack.status() if s.running] == [*SERVICE_ORDER, *cluster]
+        # the default profile's status lists the cluster services that run, never one that does not
+        stack.services["spark-worker-2"].process.stop(timeout_s=10)
+        assert [s.name for s in default.status()] == [*SERVICE_ORDER, *cluster[:-1]]
+        assert "spark-worker-2" in [s.name for s in stack.status()]
+    finally:
+        stopped = default.down()
+    assert sorted(stopped) == sorted([*SERVICE_ORDER, *cluster[:-1]])
     assert [s.name for s in stack.status() if s.running] == []

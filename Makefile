@@ -45,7 +45,7 @@ jars: .cache/jvm/.resolved  ## JVM dependencies from Maven Central, and the enve
 
 peer-jars: .cache/jvm/.peers-resolved  ## the real-shape benchmark's peers (the Iceberg Kafka Connect sink) into .cache/jvm/peer-plugins
 
-.cache/jvm/.cluster-resolved: jvm/pom.xml jvm/cluster/pom.xml jvm/settings.xml
+.cache/jvm/.cluster-resolved: jvm/pom.xml jvm/cluster/pom.xml jvm/settings.xml $(shell find jvm/cluster/src -name "*.java")
 	$(MVN) $(MVN_FLAGS) -f jvm/cluster/pom.xml -Dcdclake.jvm.dir=$(CURDIR)/.cache/jvm package
 	touch $@
 

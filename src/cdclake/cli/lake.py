@@ -18,9 +18,7 @@ LakeDir = typer.Option(None, "--lake", help="Embedded lake directory [env CDC_LA
 
 
 def _catalog(lake: Optional[Path]):  # type: ignore[no-untyped-def]  # noqa: UP045
-    from pyiceberg.catalog import load_catalog
-
-    return load_catalog(**LakeConfig.from_env(lake).pyiceberg_properties())
+    return LakeConfig.from_env(lake).open_catalog()
 
 
 def _all_tables(catalog) -> list[tuple[str, ...]]:  # type: ignore[no-untyped-def]
@@ -38,12 +36,20 @@ def _all_tables(catalog) -> list[tuple[str, ...]]:  # type: ignore[no-untyped-de
 
 @app.command()
 def info(lake: Optional[Path] = LakeDir, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:  # noqa: UP045
-    """The pyiceberg catalog properties that open this lake: `pyiceberg.catalog.load_catalog(**props)`."""
-    props = LakeConfig.from_env(lake).pyiceberg_properties()
+    """How pyiceberg and DuckDB read this lake.
+
+    --json prints {"kind", "pyiceberg": properties for `pyiceberg.catalog.load_catalog(**props)`, "duckdb":
+    {"extensions", "setup": statements (a REST lake's S3 secret and ATTACH), "tables": the expression that reads each
+    table}}, secrets included. Without it, the pyiceberg properties, secrets masked.
+    """
+    from cdclake.lake.readers import reader_info
+
+    config = LakeConfig.from_env(lake)
     if as_json:
-        typer.echo(json.dumps(props, indent=2))
+        catalog = _catalog(lake)
+        typer.echo(json.dumps(reader_info(config, catalog, _all_tables(catalog)), indent=2))
         return
-    for key, value in props.items():
+    for key, value in config.pyiceberg_properties().items():
         shown = "***" if "secret" in key or "password" in key else value
         console.print(f"{key} = {shown}", highlight=False)
 

@@ -5,7 +5,8 @@ over S3-compatible object storage, and Spark as a standalone cluster.
   bucket :data:`~cdclake.stack.config.WAREHOUSE_BUCKET`). It asks every request for AWS signatures with the key
   pair ``CDC_S3_ACCESS_KEY_ID`` / ``CDC_S3_SECRET_ACCESS_KEY`` of ``secrets.env``.
 * ``iceberg-rest``: Iceberg's REST catalog server (``RESTCatalogServer``, what the ``apache/iceberg-rest-fixture``
-  image runs) over a JDBC catalog in the stack's PostgreSQL (database ``iceberg_catalog``, role ``iceberg``),
+  image runs, started by ``jvm/cluster``'s launcher so that it listens on loopback only and accepts the REST
+  specification's separator of nested namespaces, ``%1F``, which DuckDB sends) over a JDBC catalog in the stack's PostgreSQL (database ``iceberg_catalog``, role ``iceberg``),
   writing table metadata to the warehouse with ``S3FileIO``. Its credentials reach it through the environment
   (AWS's variables, a ``.pgpass`` file), never as catalog properties, which it logs.
 * ``spark-master`` and ``spark-worker-<n>``: Spark's standalone master and ``CDC_SPARK_WORKERS`` workers, from the
@@ -177,7 +178,14 @@ class IcebergRestService(Service):
 
     def start(self) -> None:
         classpath = str(cluster_jars(self.config, "iceberg-rest") / "*")
-        cmd = _java(self, "384m", "-cp", classpath, "org.apache.iceberg.rest.RESTCatalogServer")
+        cmd = _java(
+            self,
+            "384m",
+            f"-Dcdclake.rest.host={self.config.host}",
+            "-cp",
+            classpath,
+            "dev.cdclake.rest.RestCatalogLauncher",
+        )
         self.process.start(cmd, env=self.server_environment(), inherit_env=False, cwd=self.home)
 
     def ready(self) -> bool:

@@ -57,7 +57,7 @@ cds: venv jars  ## class-data sharing archive of the Spark driver JVM (about 5 s
 system-packages:  ## Debian packages of the local stack (PostgreSQL, MariaDB), if missing
 	$(VENV)/bin/cdclake stack packages --install
 
-install: venv jars system-packages cds  ## everything the demo and the tests need (idempotent)
+install: venv jars cluster-jars system-packages cds  ## everything the demo and the tests need (idempotent)
 
 lock:  ## re-resolve requirements.lock from requirements*.txt
 	$(UV) pip compile requirements.txt requirements-dev.txt --python-version 3.11 \

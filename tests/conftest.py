@@ -33,9 +33,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session", autouse=True)
 def _isolate_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Keep a developer's ~/.pyiceberg.yaml and lake settings out of the tests."""
-    saved = {k: os.environ.get(k) for k in ("PYICEBERG_HOME", "CDC_LAKE_KIND", "CDC_LAKE_DIR", "TZ")}
+    saved = {
+        k: os.environ.get(k)
+        for k in ("PYICEBERG_HOME", "CDC_LAKE_KIND", "CDC_LAKE_DIR", "TZ", "CDC_STACK_PROFILE", "CDC_SPARK_MASTER")
+    }
     os.environ["PYICEBERG_HOME"] = str(tmp_path_factory.mktemp("pyiceberg-home"))
-    os.environ.pop("CDC_LAKE_KIND", None)
+    for key in ("CDC_LAKE_KIND", "CDC_STACK_PROFILE", "CDC_SPARK_MASTER"):
+        os.environ.pop(key, None)
     os.environ["CDC_LAKE_DIR"] = str(tmp_path_factory.mktemp("lake-default"))
     yield
     for key, value in saved.items():
@@ -93,7 +97,7 @@ def stack() -> Iterator[Stack]:
 
     # _isolate_environment points CDC_LAKE_DIR elsewhere; the stack itself lives in the normal state dir.
     local = Stack(StackConfig.from_env())
-    already_running = all(svc.process.running() for svc in local.services.values())
+    already_running = all(local.services[name].process.running() for name in local.service_names)
     local.up()
     yield local
     if not already_running and not os.environ.get("CDC_KEEP_STACK"):

@@ -19,6 +19,7 @@ from cdclake.connect.client import KafkaConnectClient
 from cdclake.connectors import ConnectorSpec, load_spec
 from cdclake.demo.database import app_sql
 from cdclake.demo.topics import delete_connector_topics
+from cdclake.lake import LakeConfig
 from cdclake.stack import Stack
 
 CDCLAKE = str(Path(sys.executable).parent / "cdclake")
@@ -152,12 +153,12 @@ def cli_ingest(spec_path: Path, lake: Path) -> str:
     return proc.stdout + proc.stderr
 
 
-def assert_lake_equals_source(src: OwnedSource, lake: Path) -> None:
-    """Reconcile: both tables equal to the source (rows, checksums, keys), and not empty."""
-    from cdclake.lake import LakeConfig
+def assert_lake_equals_source(src: OwnedSource, lake: Path | LakeConfig) -> None:
+    """Reconcile: both tables equal to the source (rows, checksums, keys), and not empty. ``lake``: an embedded
+    lake's directory, or any lake."""
     from cdclake.reconcile import reconcile_source
 
-    report = reconcile_source(src.spec, lake=LakeConfig.embedded(lake))
+    report = reconcile_source(src.spec, lake=lake if isinstance(lake, LakeConfig) else LakeConfig.embedded(lake))
     assert [t.status for t in report.tables] == ["equal", "equal"], [t.as_dict() for t in report.tables]
     for t in report.tables:
         assert t.source_rows == t.lake_rows > 0 and t.source_checksum == t.lake_checksum

@@ -1,0 +1,189 @@
+"""The same ingestion job on the cluster profile: a Spark standalone master and worker, the Iceberg REST catalog and the
+S3 warehouse of s3proxy, all started by `cdclake stack up --profile cluster` beside the shared stack.
+
+Two captures of their own (PostgreSQL and MariaDB) are ingested by `cdclake ingest` pointed at the cluster only by the
+variables `cdclake stack env --profile cluster` prints. Their lakes equal their sources, read by cdclake's
+reconciliation and, from outside, by pyiceberg and DuckDB as `cdclake lake info --json` says; the Spark master shows
+the applications ran on the worker's executors. The two captures are ingested at once (their commits interleave in
+the REST catalog), and a driver killed between two tables' commits is redone exactly once by the next run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import requests
+from lake_readers import duckdb_rows, pyiceberg_rows
+from owned_sources import (
+    CDCLAKE,
+    OwnedSource,
+    assert_lake_equals_source,
+    create_owned_tables,
+    owned_spec,
+    remove_source,
+)
+
+from cdclake.connect.lifecycle import ensure_connector, wait_running
+from cdclake.demo.database import app_sql, apply_demo_schema
+from cdclake.demo.topics import topic_end_offsets, wait_for_records
+from cdclake.demo.workload import run_workload
+from cdclake.lake import LakeConfig
+from cdclake.settings import Settings
+from cdclake.stack import Stack
+from cdclake.stack.cluster import lake_environment
+from cdclake.stack.manager import SERVICE_ORDER
+
+pytestmark = [pytest.mark.integration("stack"), pytest.mark.cluster]
+
+RUN = secrets.token_hex(3)
+
+
+@pytest.fixture(scope="module")
+def cluster(stack: Stack) -> Iterator[Stack]:
+    """The shared stack with the cluster profile's services added; those this fixture started are stopped after."""
+    on_cluster = Stack(replace(stack.config, stack_profile="cluster", spark_workers=1))
+    extra = on_cluster.service_names[len(SERVICE_ORDER) :]
+    running = {name for name in extra if on_cluster.services[name].process.running()}
+    on_cluster.up()
+    yield on_cluster
+    for name in reversed(extra):
+        if name not in running:
+            on_cluster.services[name].process.stop(timeout_s=60)
+
+
+@pytest.fixture(scope="module")
+def env(cluster: Stack) -> dict[str, str]:
+    """What `eval "$(cdclake stack env --profile cluster)"` sets for cdclake: the lake and the Spark master."""
+    printed = subprocess.run(
+        [CDCLAKE, "stack", "env", "--profile", "cluster"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "CDC_STACK_DIR": str(cluster.config.state_dir)},
+    ).stdout
+    assert lake_environment(cluster.config, cluster.secrets).items() <= _exports(printed).items()
+    return lake_environment(cluster.config, cluster.secrets)
+
+
+def _exports(printed: str) -> dict[str, str]:
+    import shlex
+
+    pairs = (shlex.split(line.removeprefix("export "))[0].split("=", 1) for line in printed.splitlines())
+    return dict(pairs)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def lake(env: dict[str, str]) -> LakeConfig:
+    config = LakeConfig.from_settings(Settings.from_env(env))
+    assert config.kind == "rest" and config.warehouse == "s3://warehouse/"
+    return config
+
+
+@pytest.fixture(scope="module")
+def sources(cluster: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, OwnedSource]]:
+    """A PostgreSQL and a MariaDB capture of their own, connectors running, snapshot records in Kafka."""
+    client = cluster.connect_client()
+    apply_demo_schema(cluster)
+    tmp = tmp_path_factory.mktemp("cluster-specs")
+    owned = {which: owned_spec(tmp, which, f"cl_{RUN}") for which in ("postgres", "mariadb")}
+    try:
+        for src in owned.values():
+            create_owned_tables(cluster, src)
+            ensure_connector(client, src.spec, cluster.database_endpoint(src.spec))
+        for src in owned.values():
+            wait_running(client, src.spec.name)
+            wait_for_records(cluster.config.kafka_bootstrap, dict.fromkeys(src.data_topics.values(), 1))
+        yield owned
+    finally:
+        for which, src in owned.items():
+            remove_source(cluster, client, which, src.spec, (src.customers, src.orders))
+
+
+def _workload(cluster: Stack, src: OwnedSource, base: int) -> None:
+    topics = src.data_topics
+    before = topic_end_offsets(cluster.config.kafka_bootstrap, list(topics.values()))
+    with app_sql(cluster, src.which) as sql:
+        events = run_workload(sql, src.customers, src.orders, base)
+    wait_for_records(cluster.config.kafka_bootstrap, {topics[t]: before[topics[t]] + n for t, n in events.items()})
+
+
+def _ingest(src: OwnedSource, env: dict[str, str], tmp: Path, *extra_env: tuple[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [CDCLAKE, "ingest", "--spec", str(src.spec_path), "--json"],
+        env={**os.environ, **env, "CDC_LOG_LEVEL": "WARNING", **dict(extra_env)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp,
+    )
+
+
+def _finished(proc: subprocess.Popen[str]) -> dict[str, object]:
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-2000:] + err[-4000:]
+    return dict(json.loads(out))
+
+
+def _source_ids(cluster: Stack, src: OwnedSource) -> list[tuple[int]]:
+    with app_sql(cluster, src.which) as sql:
+        agg = "string_agg(id::text, ',')" if src.which == "postgres" else "group_concat(id)"
+        ids = sql.scalar(f"SELECT {agg} FROM {src.customers}")
+    return sorted((int(i),) for i in str(ids).split(","))
+
+
+def test_both_sources_ingested_at_once_on_the_cluster_equal_their_sources_read_from_outside(
+    cluster: Stack, sources: dict[str, OwnedSource], env: dict[str, str], lake: LakeConfig, tmp_path: Path
+) -> None:
+    for n, src in enumerate(sources.values()):
+        _workload(cluster, src, 10_000 * (n + 1))
+    runs = [_ingest(src, env, tmp_path) for src in sources.values()]  # at once: one REST catalog, two writers
+    summaries = [_finished(proc) for proc in runs]
+    assert [s["status"] for s in summaries] == ["committed", "committed"]
+    for src in sources.values():
+        assert_lake_equals_source(src, lake)
+    # read from outside, as `cdclake lake info --json` says: pyiceberg through the REST catalog, DuckDB too
+    info = json.loads(
+        subprocess.run(
+            [CDCLAKE, "lake", "info", "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, **env},
+        ).stdout
+    )
+    assert info["kind"] == "rest"
+    for src in sources.values():
+        table = f"{src.spec.topic_prefix}.{src.customers}"
+        assert table in info["duckdb"]["tables"], sorted(info["duckdb"]["tables"])
+        expected = _source_ids(cluster, src)
+        assert len(expected) > 1
+        assert pyiceberg_rows(info, table, ["id"]) == expected
+        assert duckdb_rows(info, table, "id") == expected
+    # the warehouse is in the object store, the applications ran on the worker's executors
+    assert any((cluster.services["s3proxy"].home / "data" / "warehouse").rglob("*.parquet"))
+    master = requests.get(f"{cluster.config.spark_ui_url}/json/", timeout=10).json()
+    apps = {app["id"] for app in master["completedapps"] if app["name"] == "cdclake-ingest"}
+    worker = requests.get(f"http://{cluster.config.host}:{cluster.config.spark_ui_port + 1}/json/", timeout=10).json()
+    assert len(apps & {e["appid"] for e in worker["finishedexecutors"]}) >= 2
+
+
+def test_a_driver_killed_between_two_tables_commits_is_redone_exactly_once_on_the_cluster(
+    cluster: Stack, sources: dict[str, OwnedSource], env: dict[str, str], lake: LakeConfig, tmp_path: Path
+) -> None:
+    src = sources["postgres"]
+    _workload(cluster, src, 50_000)
+    crashed = _ingest(src, env, tmp_path, ("CDC_FAULT_AT", "table:1"))
+    out, err = crashed.communicate(timeout=600)
+    assert crashed.returncode == 137, out[-2000:] + err[-4000:]
+    assert "injected crash at table:1" in err
+    assert _finished(_ingest(src, env, tmp_path))["status"] == "committed"
+    assert_lake_equals_source(src, lake)
+    assert _finished(_ingest(src, env, tmp_path))["status"] == "no-new-records"
+    assert_lake_equals_source(src, lake)

@@ -10,6 +10,8 @@ PY := $(VENV)/bin/python
 MVN ?= mvn
 MVN_FLAGS ?= -B -q -s jvm/settings.xml
 PYTEST_ARGS ?=
+# where the JVM components go: the CDC_JVM_DIR the code reads, else .cache/jvm (git-ignored)
+JVM_DIR ?= $(abspath $(or $(CDC_JVM_DIR),.cache/jvm))
 
 .PHONY: help install venv jars peer-jars cluster-jars cds system-packages lock demo test test-unit test-integration test-reliability lint stack-up stack-down clean
 
@@ -32,24 +34,24 @@ venv: $(VENV)/.synced  ## Python virtualenv from requirements.lock (+ cdclake an
 
 DECODER_SOURCES := $(shell find jvm/decoder/src -name '*.java')
 
-.cache/jvm/.resolved: jvm/pom.xml jvm/kafka/pom.xml jvm/connect-plugins/pom.xml jvm/spark/pom.xml jvm/settings.xml \
+$(JVM_DIR)/.resolved: jvm/pom.xml jvm/kafka/pom.xml jvm/connect-plugins/pom.xml jvm/spark/pom.xml jvm/settings.xml \
 		jvm/decoder/pom.xml $(DECODER_SOURCES)
-	$(MVN) $(MVN_FLAGS) -f jvm/pom.xml package
+	$(MVN) $(MVN_FLAGS) -f jvm/pom.xml -Dcdclake.jvm.dir=$(JVM_DIR) package
 	touch $@
 
-jars: .cache/jvm/.resolved  ## JVM dependencies from Maven Central, and the envelope decoder built, into .cache/jvm
+jars: $(JVM_DIR)/.resolved  ## JVM dependencies from Maven Central, and the envelope decoder built, into $(JVM_DIR)
 
-.cache/jvm/.peers-resolved: jvm/pom.xml jvm/peers/pom.xml jvm/settings.xml
-	$(MVN) $(MVN_FLAGS) -f jvm/peers/pom.xml -Dcdclake.jvm.dir=$(CURDIR)/.cache/jvm package
+$(JVM_DIR)/.peers-resolved: jvm/pom.xml jvm/peers/pom.xml jvm/settings.xml
+	$(MVN) $(MVN_FLAGS) -f jvm/peers/pom.xml -Dcdclake.jvm.dir=$(JVM_DIR) package
 	touch $@
 
-peer-jars: .cache/jvm/.peers-resolved  ## the real-shape benchmark's peers (the Iceberg Kafka Connect sink) into .cache/jvm/peer-plugins
+peer-jars: $(JVM_DIR)/.peers-resolved  ## the real-shape benchmark's peers (the Iceberg Kafka Connect sink) into $(JVM_DIR)/peer-plugins
 
-.cache/jvm/.cluster-resolved: jvm/pom.xml jvm/cluster/pom.xml jvm/settings.xml $(shell find jvm/cluster/src -name "*.java")
-	$(MVN) $(MVN_FLAGS) -f jvm/cluster/pom.xml -Dcdclake.jvm.dir=$(CURDIR)/.cache/jvm package
+$(JVM_DIR)/.cluster-resolved: jvm/pom.xml jvm/cluster/pom.xml jvm/settings.xml $(shell find jvm/cluster/src -name "*.java")
+	$(MVN) $(MVN_FLAGS) -f jvm/cluster/pom.xml -Dcdclake.jvm.dir=$(JVM_DIR) package
 	touch $@
 
-cluster-jars: .cache/jvm/.cluster-resolved  ## the cluster profile's servers (Iceberg REST catalog, s3proxy) and Spark's S3 jars into .cache/jvm
+cluster-jars: $(JVM_DIR)/.cluster-resolved  ## the cluster profile's servers (Iceberg REST catalog, s3proxy) and Spark's S3 jars into $(JVM_DIR)
 
 cds: venv jars  ## class-data sharing archive of the Spark driver JVM (about 5 s off every start), if missing
 	$(VENV)/bin/cdclake spark cds

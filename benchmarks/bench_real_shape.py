@@ -110,17 +110,11 @@ def ingest(workload: Workload, work: Path, mode: str = "upsert") -> dict[str, An
     summary = json.loads(out)
     from cdclake.lake import LakeConfig
 
-    table = _table(LakeConfig.embedded(lake).pyiceberg_properties(), f"{workload.prefix}.{workload.data_collection}")
+    table = LakeConfig.embedded(lake).open_catalog().load_table(f"{workload.prefix}.{workload.data_collection}")
     check = check_state(workload, table) if mode == "upsert" else check_appended(workload, table)
     if not check["equal"]:
         raise SystemExit(f"cdclake ingest ({mode}) of {workload.prefix}: the lake is not the backlog's: {check}")
     return {"wall_s": wall, "peak_rss": peak, "summary": summary, "lake": check}
-
-
-def _table(catalog_properties: dict[str, str], identifier: str) -> Any:
-    from pyiceberg.catalog import load_catalog
-
-    return load_catalog(**catalog_properties).load_table(identifier)
 
 
 def _micros(value: Any) -> int:
@@ -170,7 +164,7 @@ def tutorial(workload: Workload, work: Path, bootstrap: str, sample: str) -> dic
         raise SystemExit(f"the tutorial pipeline failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     from cdclake.lake import LakeConfig
 
-    check = check_state(workload, _table(LakeConfig.embedded(lake).pyiceberg_properties(), "tutorial.items"))
+    check = check_state(workload, LakeConfig.embedded(lake).open_catalog().load_table("tutorial.items"))
     return {"wall_s": wall, **json.loads(proc.stdout.strip().splitlines()[-1]), "lake": check}
 
 

@@ -30,7 +30,7 @@ def plugin_dir(jvm_dir: Path) -> Path:
     """The sink's plugin directory, built by ``make peer-jars`` when missing."""
     plugins = jvm_dir / "peer-plugins"
     if not (plugins / "iceberg-kafka-connect").is_dir():
-        subprocess.run(["make", "-C", str(ROOT), "peer-jars"], check=True)
+        subprocess.run(["make", "-C", str(ROOT), "peer-jars", f"JVM_DIR={jvm_dir.resolve()}"], check=True)
     return plugins
 
 

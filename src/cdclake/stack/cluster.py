@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -218,6 +219,13 @@ def spark_environment(host: str) -> dict[str, str]:
     return _environment(SPARK_HOME=str(home), SPARK_LOCAL_IP=host, SPARK_SCALA_VERSION=scala)
 
 
+def master_state(config: StackConfig) -> dict[str, Any]:
+    """The Spark master's state as its web UI serves it (``/json/``): its status, workers and applications."""
+    response = requests.get(f"{config.spark_ui_url}/json/", timeout=3)
+    response.raise_for_status()
+    return dict(response.json())
+
+
 class SparkMasterService(Service):
     name = "spark-master"
 
@@ -252,14 +260,8 @@ class SparkMasterService(Service):
         )
         self.process.start(cmd, env=spark_environment(c.host), inherit_env=False)
 
-    def state(self) -> dict[str, object]:
-        """The master's state as its web UI serves it (``/json/``): its status, workers and applications."""
-        response = requests.get(f"{self.config.spark_ui_url}/json/", timeout=3)
-        response.raise_for_status()
-        return dict(response.json())
-
     def ready(self) -> bool:
-        return self.state().get("status") == "ALIVE"
+        return master_state(self.config).get("status") == "ALIVE"
 
     def describe(self) -> str:
         return f"Spark master {self.config.spark_master_url}, web UI {self.config.spark_ui_url}"
@@ -312,11 +314,9 @@ class SparkWorkerService(Service):
 
     def ready(self) -> bool:
         """Registered with the master and alive there."""
-        response = requests.get(f"{self.config.spark_ui_url}/json/", timeout=3)
-        response.raise_for_status()
         return any(
             worker.get("state") == "ALIVE" and str(worker.get("webuiaddress", "")).endswith(f":{self.ui_port}")
-            for worker in response.json().get("workers", [])
+            for worker in master_state(self.config).get("workers", [])
         )
 
     def describe(self) -> str:

@@ -3,8 +3,9 @@ S3 warehouse of s3proxy, all started by `cdclake stack up --profile cluster` bes
 
 Two captures of their own (PostgreSQL and MariaDB) are ingested by `cdclake ingest` pointed at the cluster only by the
 variables `cdclake stack env --profile cluster` prints. Their lakes equal their sources, read by cdclake's
-reconciliation and, from outside, by pyiceberg and DuckDB as `cdclake lake info --json` says; the Spark master shows
-the applications ran on the worker's executors. The two captures are ingested at once (their commits interleave in
+reconciliation and, from outside, by pyiceberg and DuckDB as `cdclake lake info --json` says; the Spark master (its
+JSON and its web UI in a browser) shows the applications ran on the worker's executors. Stopped, the profile leaves
+no process behind. The two captures are ingested at once (their commits interleave in
 the REST catalog), and a driver killed between two tables' commits is redone exactly once by the next run.
 """
 
@@ -53,9 +54,40 @@ def cluster(stack: Stack) -> Iterator[Stack]:
     running = {name for name in extra if on_cluster.services[name].process.running()}
     on_cluster.up()
     yield on_cluster
+    if running:
+        return  # started by hand: left running
     for name in reversed(extra):
-        if name not in running:
-            on_cluster.services[name].process.stop(timeout_s=60)
+        on_cluster.services[name].process.stop(timeout_s=60)
+    # stopped as `stack down` stops them: whole process trees, the executors the worker launched included
+    assert _cluster_processes(on_cluster) == []
+
+
+#: What the command line of a cluster profile's process holds: its servers' main classes, and Spark's executors.
+CLUSTER_PROGRAMS = (
+    "org.apache.spark.deploy.master.Master",
+    "org.apache.spark.deploy.worker.Worker",
+    "CoarseGrainedExecutorBackend",
+    "dev.cdclake.rest.RestCatalogLauncher",
+    "s3proxy",
+)
+
+
+def _cluster_processes(stack: Stack) -> list[str]:
+    """Processes of this stack's cluster profile still alive: a cluster program run from the state directory (by
+    command line or working directory, as the executors run in their worker's)."""
+    state = str(stack.config.state_dir)
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            continue
+        if any(p in cmdline for p in CLUSTER_PROGRAMS) and (state in cmdline or cwd.startswith(state)):
+            found.append(f"{proc.name}: {cmdline[:200]}")
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -172,6 +204,31 @@ def test_both_sources_ingested_at_once_on_the_cluster_equal_their_sources_read_f
     apps = {app["id"] for app in master["completedapps"] if app["name"] == "cdclake-ingest"}
     worker = requests.get(f"http://{cluster.config.host}:{cluster.config.spark_ui_port + 1}/json/", timeout=10).json()
     assert len(apps & {e["appid"] for e in worker["finishedexecutors"]}) >= 2
+    # and the master's web UI says so to a person: the worker alive, the applications completed
+    shown = _master_page(cluster, tmp_path)
+    assert worker["id"] in shown and "ALIVE" in shown
+    assert "REST URL" not in shown  # no unauthenticated submission server
+    assert all(app in shown for app in apps), (apps, shown[:2000])
+
+
+def _master_page(cluster: Stack, tmp_path: Path) -> str:
+    """The Spark master's web UI in Debian's Chromium: its text, and a screenshot (``CDC_TEST_ARTIFACTS`` keeps it)."""
+    from playwright.sync_api import sync_playwright
+
+    from cdclake.stack.debian import CHROMIUM
+
+    assert CHROMIUM.exists(), "Debian's chromium is not installed: run `make install` (it installs it as root)"
+    out = Path(os.environ.get("CDC_TEST_ARTIFACTS") or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1100})
+            page.goto(cluster.config.spark_ui_url, wait_until="load")
+            page.screenshot(path=str(out / "spark-master.png"), full_page=True)
+            return str(page.inner_text("body"))
+        finally:
+            browser.close()
 
 
 def test_a_driver_killed_between_two_tables_commits_is_redone_exactly_once_on_the_cluster(

@@ -248,6 +248,8 @@ class SparkMasterService(Service):
         cmd = _java(
             self,
             "512m",
+            # no REST submission server (port 6066, unauthenticated): applications connect as clients
+            "-Dspark.master.rest.enabled=false",
             "-cp",
             str(home / "jars" / "*"),
             "org.apache.spark.deploy.master.Master",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import configparser
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -31,7 +32,7 @@ CONNECT_PROPERTIES = ROOT / "docker" / "connect" / "connect-distributed.properti
 SCHEMA_FILE = ROOT / "tests" / "fixtures" / "compose-spec.json"
 
 #: Services that run once and exit (``restart: "no"``); everything else is long-running.
-ONE_SHOT_SERVICES = {"minio-init", "airflow-init"}
+ONE_SHOT_SERVICES = {"airflow-init"}
 AIRFLOW_SERVICES = {
     "airflow-init",
     "airflow-apiserver",
@@ -46,9 +47,7 @@ AIRFLOW_MOUNTS = {
     "./jobs": "/opt/airflow/jobs",
 }
 #: Environment keys whose values are secrets.
-SECRET_KEY = re.compile(
-    r"(PASSWORD|SECRET|FERNET|JWT|TOKEN|ACCESS_KEY|ACCESS__KEY|^MINIO_ROOT_USER)(?!\w*_FILE$)", re.IGNORECASE
-)
+SECRET_KEY = re.compile(r"(PASSWORD|SECRET|FERNET|JWT|TOKEN|ACCESS_KEY|ACCESS__KEY)(?!\w*_FILE$)", re.IGNORECASE)
 #: A whole value that is one reference to a required variable: ${VAR:?message}.
 REQUIRED_REF = re.compile(r"^\$\{[A-Z][A-Z0-9_]*:\?[^}]*\}$")
 _VAR = re.compile(
@@ -262,7 +261,7 @@ def test_every_image_is_pinned(services: dict[str, dict[str, Any]]) -> None:
 
 def test_every_dockerfile_base_image_is_pinned() -> None:
     stages = _dockerfile_stages()
-    assert set(stages) == {"jvm-build", "connect", "spark", "airflow"}
+    assert set(stages) == {"jvm-build", "connect", "cluster", "spark", "airflow"}
     assert all(_image_pinned(image) for image in stages.values()), stages
 
 
@@ -270,6 +269,8 @@ def test_built_services_use_the_dockerfile_targets(services: dict[str, dict[str,
     targets = {name: svc["build"]["target"] for name, svc in services.items() if "build" in svc}
     assert targets == {
         "connect": "connect",
+        "s3proxy": "cluster",
+        "iceberg-rest": "cluster",
         "spark-master": "spark",
         "spark-worker": "spark",
         **dict.fromkeys(AIRFLOW_SERVICES, "airflow"),
@@ -284,8 +285,9 @@ def test_image_versions_match_the_project_pins(services: dict[str, dict[str, Any
     kafka = _pom_property("kafka.version")
     assert services["kafka"]["image"] == f"apache/kafka:{kafka}"
     assert stages["connect"] == f"apache/kafka:{kafka}"
-    assert services["iceberg-rest"]["image"] == f"apache/iceberg-rest-fixture:{_pom_property('iceberg.version')}"
-    assert f"iceberg-aws-bundle:{_pom_property('iceberg.version')}" in DOCKERFILE.read_text()
+    # the cluster servers and Spark's S3 jars: jvm/cluster/pom.xml, built as `make cluster-jars` builds it
+    assert "-f jvm/cluster/pom.xml -Dcdclake.jvm.dir=/out package" in DOCKERFILE.read_text()
+    assert re.fullmatch(r"eclipse-temurin:17\.[\d.]+_\d+-jre-\w+", stages["cluster"]), stages["cluster"]
     assert stages["airflow"] == f"apache/airflow:{_requirement_pin('apache-airflow')}-python3.11"
     spark_minor = ".".join(_requirement_pin("pyspark").split(".")[:2])
     assert re.fullmatch(
@@ -298,11 +300,6 @@ def test_image_versions_match_the_project_pins(services: dict[str, dict[str, Any
     assert re.fullmatch(r"postgres:17\.\d+", services["postgres"]["image"])
     assert re.fullmatch(r"mongo:(7|8)\.0\.\d+", services["mongodb"]["image"])
     assert re.fullmatch(r"icr\.io/informix/informix-developer-database:15\.0\.[\w.]+", services["informix"]["image"])
-    assert (
-        services["minio"]["image"]
-        == services["minio-init"]["image"]
-        == ("quay.io/minio/minio:RELEASE.2025-09-07T16-13-09Z")
-    )
 
 
 # -- health and ordering -------------------------------------------------------------------------
@@ -329,8 +326,7 @@ def test_depends_on_waits_for_health_or_completion(services: dict[str, dict[str,
 
 def test_key_dependencies(services: dict[str, dict[str, Any]]) -> None:
     assert "kafka" in services["connect"]["depends_on"]
-    assert "minio-init" in services["iceberg-rest"]["depends_on"]
-    assert "minio" in services["minio-init"]["depends_on"]
+    assert {"postgres", "s3proxy"} <= set(services["iceberg-rest"]["depends_on"])
     assert "spark-master" in services["spark-worker"]["depends_on"]
     assert "airflow-db" in services["airflow-init"]["depends_on"]
     for name in AIRFLOW_SERVICES - {"airflow-init"}:
@@ -387,7 +383,7 @@ def test_every_variable_is_documented_in_env_example(raw_compose: dict[str, Any]
 
 def test_env_example_holds_placeholders_only(example_env: dict[str, str]) -> None:
     for key, value in example_env.items():
-        if SECRET_KEY.search(key) and key != "CDC_LAKE_S3_ACCESS_KEY_ID":
+        if SECRET_KEY.search(key) and key != "CDC_S3_ACCESS_KEY_ID":
             assert value.startswith("change-me"), f"{key} in .env.example must be a change-me placeholder"
 
 
@@ -447,7 +443,7 @@ def test_connect_image_runs_connect_distributed_with_that_file(services: dict[st
 def test_env_provider_reads_only_the_capture_passwords(worker_config: dict[str, str]) -> None:
     pattern = re.compile(worker_config["config.providers.env.param.allowlist.pattern"])
     assert pattern.match("CDC_POSTGRES_DEBEZIUM_PASSWORD") and pattern.match("CDC_MYSQL_DEBEZIUM_PASSWORD")
-    for other in ("CDC_MYSQL_ROOT_PASSWORD", "CDC_CONNECT_PASSWORD", "CDC_LAKE_S3_SECRET_ACCESS_KEY", "PATH"):
+    for other in ("CDC_MYSQL_ROOT_PASSWORD", "CDC_CONNECT_PASSWORD", "CDC_S3_SECRET_ACCESS_KEY", "PATH"):
         assert not pattern.match(other), other
     for provider in ("file", "dir"):
         assert worker_config[f"config.providers.{provider}.param.allowed.paths"] == "/opt/connect/secrets"
@@ -541,7 +537,7 @@ def test_airflow_connections_and_lake_settings(services: dict[str, dict[str, Any
     assert all(not services[name].get("profiles") for name in sources)
     assert env["CDC_LAKE_KIND"] == "rest"
     assert env["CDC_LAKE_URI"] == "http://iceberg-rest:8181"
-    assert env["CDC_LAKE_S3_ENDPOINT"] == "http://minio:9000"
+    assert env["CDC_LAKE_S3_ENDPOINT"] == "http://s3proxy:9000"
     for key in (
         "CDC_LAKE_WAREHOUSE",
         "CDC_LAKE_S3_ACCESS_KEY_ID",
@@ -570,7 +566,7 @@ def test_lake_settings_are_read_by_the_project(
         if key.startswith("CDC_LAKE_"):
             monkeypatch.setenv(key, str(value))
     lake = LakeConfig.from_env()
-    assert (lake.kind, lake.uri, lake.s3["s3.endpoint"]) == ("rest", "http://iceberg-rest:8181", "http://minio:9000")
+    assert (lake.kind, lake.uri, lake.s3["s3.endpoint"]) == ("rest", "http://iceberg-rest:8181", "http://s3proxy:9000")
 
 
 def test_source_databases_are_configured_for_cdc(services: dict[str, dict[str, Any]]) -> None:
@@ -614,3 +610,112 @@ def test_mounted_host_paths_exist(services: dict[str, dict[str, Any]]) -> None:
             source = volume.split(":", 1)[0]
             if source.startswith("./"):
                 assert (ROOT / source).exists(), f"{name}: {source} does not exist"
+
+
+# -- the cluster profile: compose runs what `cdclake stack up --profile cluster` runs ---------------
+ENTRYPOINT = ROOT / "docker" / "cluster" / "entrypoint.sh"
+
+
+def _cluster_services(tmp_path: Path) -> tuple[Any, Any, dict[str, str]]:
+    from cdclake.stack.cluster import IcebergRestService, S3ProxyService
+    from cdclake.stack.config import CLUSTER_SECRETS, StackConfig
+
+    config = StackConfig(state_dir=tmp_path / "state", jvm_dir=tmp_path / "jvm")
+    secrets = {key: f"secret{n}" for n, key in enumerate(CLUSTER_SECRETS)}
+    return S3ProxyService(config, object(), secrets), IcebergRestService(config, object(), secrets), secrets  # type: ignore[arg-type]
+
+
+def test_the_rest_catalog_has_the_cluster_profiles_properties(
+    services: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    """The same ``CATALOG_*`` keys, with the same values except the hosts (service names instead of loopback)."""
+    _, rest, _ = _cluster_services(tmp_path)
+    local = {k: v for k, v in rest.server_environment().items() if k.startswith("CATALOG_")}
+    compose = {k: str(v) for k, v in _environment(services["iceberg-rest"]).items() if k.startswith("CATALOG_")}
+    assert set(compose) == set(local)
+    hosts = {"CATALOG_URI", "CATALOG_S3_ENDPOINT"}
+    assert {k: v for k, v in compose.items() if k not in hosts} == {k: v for k, v in local.items() if k not in hosts}
+    assert compose["CATALOG_URI"] == local["CATALOG_URI"].replace(
+        f"{rest.config.host}:{rest.config.postgres_port}", "postgres:5432"
+    )
+    assert compose["CATALOG_S3_ENDPOINT"] == "http://s3proxy:9000"
+    # its secrets through the same channels: a .pgpass file and AWS's variables, from the same names as secrets.env
+    launcher = re.search(r"-cp \S+ (dev\.cdclake\.rest\.\w+)", ENTRYPOINT.read_text())
+    assert launcher and launcher.group(1) == "dev.cdclake.rest.RestCatalogLauncher"
+    assert {"PGPASSFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} <= set(rest.server_environment())
+    for name in ("PGPASSFILE=", "AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY="):
+        assert name in ENTRYPOINT.read_text(), name
+
+
+def test_the_object_store_has_the_cluster_profiles_properties(tmp_path: Path) -> None:
+    s3proxy, _, _ = _cluster_services(tmp_path)
+    local = {line.split("=", 1)[0] for line in s3proxy.properties().splitlines() if line}
+    script = ENTRYPOINT.read_text()
+    written = script[script.index("<<PROPERTIES") : script.index("\nPROPERTIES\n")]
+    assert {line.split("=", 1)[0] for line in written.splitlines()[1:] if line} == local
+
+
+def test_the_secrets_and_settings_have_the_local_stacks_names(
+    services: dict[str, dict[str, Any]], example_env: dict[str, str], tmp_path: Path
+) -> None:
+    from cdclake.settings import Settings
+    from cdclake.stack.cluster import lake_environment
+    from cdclake.stack.config import CLUSTER_SECRETS, S3_REGION, WAREHOUSE_BUCKET, StackConfig
+
+    assert set(CLUSTER_SECRETS) <= set(example_env)
+    defaults = Settings.from_env({})
+    worker = _environment(services["spark-worker"])
+    assert (worker["SPARK_WORKER_CORES"], worker["SPARK_WORKER_MEMORY"]) == (
+        str(defaults.spark_worker_cores),
+        defaults.spark_worker_memory,
+    )
+    airflow = _environment(services["airflow-scheduler"])
+    local = lake_environment(StackConfig(tmp_path, tmp_path), dict.fromkeys(CLUSTER_SECRETS, "x"))
+    assert set(local) <= set(airflow)
+    assert (airflow["CDC_LAKE_WAREHOUSE"], airflow["CDC_LAKE_S3_REGION"]) == (f"s3://{WAREHOUSE_BUCKET}/", S3_REGION)
+    assert "-Dspark.master.rest.enabled=false" in _environment(services["spark-master"])["SPARK_MASTER_OPTS"]
+
+
+def test_the_images_entrypoint_runs_s3proxy_from_the_local_jars(tmp_path: Path) -> None:
+    """The compose image's script, run here on the jars `make cluster-jars` built: s3proxy answers S3 requests
+    with the key pair it was given, and the secrets are in a private file, not on its command line."""
+    import socket
+    import time
+
+    import requests
+
+    from cdclake.paths import jvm_dir
+
+    jars = jvm_dir() / "cluster"
+    if not any((jars / "s3proxy").glob("s3proxy-*.jar")):
+        pytest.skip("no s3proxy jar: run `make cluster-jars`")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {
+        "PATH": os.environ["PATH"],
+        "CDC_CLUSTER_JARS": str(jars),
+        "CDC_S3_DATA": str(tmp_path / "data"),
+        "CDC_RUN_DIR": str(tmp_path),
+        "CDC_S3_PORT": str(port),
+        "CDC_S3_ACCESS_KEY_ID": "cdclake",
+        "CDC_S3_SECRET_ACCESS_KEY": "not-a-real-secret",
+    }
+    proc = subprocess.Popen(
+        ["bash", str(ENTRYPOINT), "s3proxy"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        deadline, status = time.monotonic() + 60, None
+        while status is None and time.monotonic() < deadline and proc.poll() is None:
+            try:
+                status = requests.get(f"http://127.0.0.1:{port}/warehouse", timeout=2).status_code
+            except requests.ConnectionError:
+                time.sleep(0.5)
+        assert status == 403, f"s3proxy did not refuse an unsigned request: {status}"
+        assert (tmp_path / "data" / "warehouse").is_dir()
+        assert (tmp_path / "s3proxy.properties").stat().st_mode & 0o077 == 0
+        assert "not-a-real-secret" not in Path(f"/proc/{proc.pid}/cmdline").read_text()
+        assert "CDC_S3_SECRET_ACCESS_KEY" not in Path(f"/proc/{proc.pid}/environ").read_text()
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)

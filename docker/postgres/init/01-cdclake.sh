@@ -5,11 +5,13 @@
 set -euo pipefail
 
 : "${CDC_POSTGRES_DEBEZIUM_PASSWORD:?}" "${CDC_POSTGRES_SIGNAL_PASSWORD:?}" "${CDC_POSTGRES_READER_PASSWORD:?}"
+: "${CDC_ICEBERG_DB_PASSWORD:?}"
 
 psql -v ON_ERROR_STOP=1 --username "$POSTGRES_USER" --dbname demo \
   -v dbz_pw="$CDC_POSTGRES_DEBEZIUM_PASSWORD" \
   -v sig_pw="$CDC_POSTGRES_SIGNAL_PASSWORD" \
-  -v reader_pw="$CDC_POSTGRES_READER_PASSWORD" <<'SQL'
+  -v reader_pw="$CDC_POSTGRES_READER_PASSWORD" \
+  -v iceberg_pw="$CDC_ICEBERG_DB_PASSWORD" <<'SQL'
 CREATE SCHEMA IF NOT EXISTS inventory;
 
 CREATE TABLE IF NOT EXISTS inventory.debezium_signal (
@@ -44,4 +46,10 @@ GRANT SELECT ON ALL TABLES IN SCHEMA inventory TO cdc_reader;
 ALTER DEFAULT PRIVILEGES IN SCHEMA inventory GRANT SELECT ON TABLES TO cdc_reader;
 
 REVOKE ALL ON DATABASE demo FROM PUBLIC;
+
+-- The Iceberg REST catalog's JDBC catalog (service iceberg-rest), as the local stack's cluster profile
+-- bootstraps it: database iceberg_catalog, owned by role iceberg alone.
+CREATE ROLE iceberg WITH LOGIN PASSWORD :'iceberg_pw';
+CREATE DATABASE iceberg_catalog OWNER iceberg;
+REVOKE ALL ON DATABASE iceberg_catalog FROM PUBLIC;
 SQL

@@ -10,6 +10,8 @@ PY := $(VENV)/bin/python
 MVN ?= mvn
 MVN_FLAGS ?= -B -q -s jvm/settings.xml
 PYTEST_ARGS ?=
+# the local stack's profile of `make demo`: default (embedded lake, Spark local[*]) or cluster
+PROFILE ?= $(or $(CDC_STACK_PROFILE),default)
 # where the JVM components go: the CDC_JVM_DIR the code reads, else .cache/jvm (git-ignored)
 JVM_DIR ?= $(abspath $(or $(CDC_JVM_DIR),.cache/jvm))
 
@@ -47,7 +49,9 @@ $(JVM_DIR)/.peers-resolved: jvm/pom.xml jvm/peers/pom.xml jvm/settings.xml
 
 peer-jars: $(JVM_DIR)/.peers-resolved  ## the real-shape benchmark's peers (the Iceberg Kafka Connect sink) into $(JVM_DIR)/peer-plugins
 
-$(JVM_DIR)/.cluster-resolved: jvm/pom.xml jvm/cluster/pom.xml jvm/settings.xml $(shell find jvm/cluster/src -name "*.java")
+# after `make jars` (order only): two Maven builds never write the local repository at once
+$(JVM_DIR)/.cluster-resolved: jvm/pom.xml jvm/cluster/pom.xml jvm/settings.xml $(shell find jvm/cluster/src -name "*.java") \
+		| $(JVM_DIR)/.resolved
 	$(MVN) $(MVN_FLAGS) -f jvm/cluster/pom.xml -Dcdclake.jvm.dir=$(JVM_DIR) package
 	touch $@
 
@@ -56,17 +60,19 @@ cluster-jars: $(JVM_DIR)/.cluster-resolved  ## the cluster profile's servers (Ic
 cds: venv jars  ## class-data sharing archive of the Spark driver JVM (about 5 s off every start), if missing
 	$(VENV)/bin/cdclake spark cds
 
-system-packages:  ## Debian packages of the local stack (PostgreSQL, MariaDB), if missing
+system-packages: venv  ## Debian packages of the local stack (PostgreSQL, MariaDB), if missing
 	$(VENV)/bin/cdclake stack packages --install
 
-install: venv jars cluster-jars system-packages cds  ## everything the demo and the tests need (idempotent)
+# three at a time: the Python environment and the Debian packages download while Maven does
+install:  ## everything the demo and the tests need (idempotent)
+	$(MAKE) -j3 --no-print-directory venv jars cluster-jars system-packages cds
 
 lock:  ## re-resolve requirements.lock from requirements*.txt
 	$(UV) pip compile requirements.txt requirements-dev.txt --python-version 3.11 \
 	  --python-platform x86_64-unknown-linux-gnu -o requirements.lock
 
-demo: install  ## start the local stack and run the demo pipeline end to end
-	$(VENV)/bin/cdclake demo
+demo: install  ## start the local stack and run the demo pipeline end to end (PROFILE=cluster: on the cluster profile)
+	CDC_STACK_PROFILE=$(PROFILE) $(VENV)/bin/cdclake demo
 
 test: install  ## run the whole test suite (unit, DAG and integration tests)
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

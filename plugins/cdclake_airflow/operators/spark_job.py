@@ -20,7 +20,7 @@ from cdclake.lake import LakeConfig
 from cdclake.orchestration import job_application, run_file
 from cdclake.orchestration.deployment import spark_pool
 from cdclake.settings import settings
-from cdclake.spark import session_conf, spark_jars, with_driver_options
+from cdclake.spark import session_conf, with_driver_options
 from cdclake_airflow.connections import AirflowNotFoundException
 
 
@@ -35,7 +35,8 @@ class CdcSparkJobOperator(SparkSubmitOperator):
     At execute time (never at parse time, so no lake secret ends up in the serialized DAG):
 
     * ``application`` defaults to ``$CDC_HOME/jobs/<job>.py``;
-    * ``jars`` defaults to the project's Spark jars (:func:`cdclake.spark.spark_jars`), comma-joined;
+    * ``jars`` defaults to the session's ``spark.jars`` (:func:`cdclake.spark.session_conf`): the project's
+      Spark jars, and Iceberg's AWS bundle on an S3 lake;
     * ``conf`` is :func:`cdclake.spark.session_conf` of ``LakeConfig.from_env()`` (the ``lake``
       catalog), updated with the ``conf`` given here; unless the deploy mode is ``cluster``, the driver
       maps this machine's class-data sharing archive when there is one (:mod:`cdclake.cds`);
@@ -78,10 +79,11 @@ class CdcSparkJobOperator(SparkSubmitOperator):
             self.application = job_application(self.job)
         if not Path(self.application).is_file():
             raise FileNotFoundError(f"spark job {self.job}: application {self.application} does not exist")
-        self.jars = self.jars or ",".join(spark_jars())
         lake = LakeConfig.from_env()
         lake.ensure_dirs()
         conf = session_conf(lake)
+        # spark-submit's --jars replaces spark.jars: the same list (an S3 lake adds Iceberg's AWS bundle)
+        self.jars = self.jars or conf["spark.jars"]
         if self._deploy_mode != "cluster":  # the driver runs here: map this machine's archive, if any
             conf = with_driver_options(conf, cds.driver_options())
         self.conf = {**conf, **(self.conf or {})}

@@ -84,11 +84,13 @@ def _print_report(report: DemoReport) -> None:
         + "; ".join(f"{v.source} {v.table} keys {v.sample_keys}" for v in report.different)
         + "[/]"
     )
+    # a REST lake is the cluster profile's: the commands find it through the variables `stack env` prints
+    lake_env = ' (after `eval "$(cdclake stack env --profile cluster)"`)' if "://" in report.lake else ""
     console.print(
         f"\n{verdict} — done in {report.seconds:.0f}s.\n"
         f"Airflow UI: {report.airflow_url} (user admin, password: AIRFLOW_ADMIN_PASSWORD in {report.secrets_file})\n"
         f"CDC view:   {report.airflow_url}/plugin/cdc  (Browse → CDC), and the 'CDC source' tab of each ingest DAG\n"
-        f"The lake:   {report.lake}; `cdclake lake tables`, `cdclake audit`, `cdclake reconcile postgres`\n"
+        f"The lake:   {report.lake}; `cdclake lake tables`, `cdclake audit`, `cdclake reconcile postgres`{lake_env}\n"
         "The stack and Airflow keep running (the ingest DAGs run on schedule); stop everything with "
         "`cdclake stack down`.",
         highlight=False,

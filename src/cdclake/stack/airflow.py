@@ -13,7 +13,10 @@ run from ``airflow`` of this Python environment with ``AIRFLOW_HOME=<state>/airf
   API once the API server answers, so they show under Admin -> Connections, their passwords encrypted.
 
 The components' environment names the deployment's sources (``CDC_SOURCES``: the specs whose databases the
-stack runs), the ingest schedule (``CDC_INGEST_INTERVAL``) and the lake (``CDC_LAKE_*``); it holds no password.
+stack runs), the ingest schedule (``CDC_INGEST_INTERVAL``) and the lake (``CDC_LAKE_*``): the embedded lake, or on
+the cluster profile its REST catalog and S3 warehouse, whose key pair is the only secret in it (its file,
+``environment.json``, leaves the key pair out). The ``spark_default`` connection is the Spark jobs' master:
+``local[*]``, or the cluster profile's standalone master; pointing it elsewhere is all it takes to move them.
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ from typing import Any
 from cdclake.exceptions import NotInstalledError, StackError
 from cdclake.lake import LakeConfig
 from cdclake.paths import lake_dir, project_home
-from cdclake.settings import interval_text, settings
+from cdclake.settings import Settings, interval_text, settings
 from cdclake.stack.base import Endpoint, Service
+from cdclake.stack.cluster import lake_environment
 from cdclake.stack.config import DEMO_DATABASE, StackConfig, connect_auth, password, write_private
 
 logger = logging.getLogger(__name__)
@@ -117,7 +121,7 @@ def stack_connections(config: StackConfig, secrets: Mapping[str, str]) -> dict[s
         },
         "spark_default": {
             "conn_type": "spark",
-            "host": "local[*]",
+            "host": c.spark_master_url if c.cluster else "local[*]",
             "extra": json.dumps({"deploy-mode": "client"}),
             "description": "Spark master of the ingestion and maintenance jobs",
         },
@@ -126,6 +130,12 @@ def stack_connections(config: StackConfig, secrets: Mapping[str, str]) -> dict[s
         "cdc_mariadb": database("mysql", c.mariadb_port, "mariadb", "signal"),
         "cdc_mariadb_reader": database("mysql", c.mariadb_port, "mariadb", "reader"),
     }
+
+
+#: The lake variables that hold the cluster profile's S3 key pair: in the components' environment, not in its file.
+LAKE_SECRET_VARIABLES = ("CDC_LAKE_S3_ACCESS_KEY_ID", "CDC_LAKE_S3_SECRET_ACCESS_KEY")
+#: The lake variables whose change (the other profile's lake) makes ``stack up`` restart the components.
+LAKE_IDENTITY_VARIABLES = ("CDC_LAKE_KIND", "CDC_LAKE_URI")
 
 
 class AirflowHome:
@@ -230,9 +240,19 @@ class AirflowHome:
             "CDC_RUN_DIR": str(self.path / "runs"),
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         }
-        if configured.lake_kind == "embedded":
+        if self.config.cluster:
+            # the master is the spark_default connection's, so that changing it is enough to move the jobs
+            lake = {k: v for k, v in lake_environment(self.config, self.secrets).items() if k != "CDC_SPARK_MASTER"}
+            env.update(lake)
+        elif configured.lake_kind == "embedded":
             env["CDC_LAKE_DIR"] = str(lake_dir(configured))
         return env
+
+    def lake_changed(self) -> bool:
+        """Whether the running components were started for another lake (the other profile's) than they would be
+        now."""
+        started, now = self.started_environment(), self.environment()
+        return bool(started) and any(started.get(k) != now.get(k) for k in LAKE_IDENTITY_VARIABLES)
 
     def started_environment(self) -> dict[str, str]:
         """The environment the running components were started with (empty before the first start)."""
@@ -247,6 +267,9 @@ class AirflowHome:
         ``AIRFLOW_CONN_*`` (they hold the signal and reader passwords)."""
         started = self.started_environment() or self.environment()
         out = {key: value for key, value in started.items() if key != "PATH"}
+        if self.config.cluster and out.get("CDC_LAKE_URI") == self.config.iceberg_rest_url:
+            lake = lake_environment(self.config, self.secrets)
+            out.update({key: lake[key] for key in LAKE_SECRET_VARIABLES})
         if connections:
             for conn_id, fields in stack_connections(self.config, self.secrets).items():
                 conn = {k: v for k, v in fields.items() if k != "description"}
@@ -257,9 +280,11 @@ class AirflowHome:
 
     def lake(self) -> LakeConfig:
         """The lake the components write (the one they were started with; before a start, the environment's)."""
-        env = self.started_environment() or self.environment()
+        env = self.client_environment()
         if env.get("CDC_LAKE_DIR"):
             return LakeConfig.embedded(env["CDC_LAKE_DIR"])
+        if env.get("CDC_LAKE_KIND") == "rest":
+            return LakeConfig.from_settings(Settings.from_env(env))
         return LakeConfig.from_env()
 
     def prepare(self) -> None:
@@ -268,7 +293,7 @@ class AirflowHome:
             folder.mkdir(parents=True, exist_ok=True)
         write_private(self.config_file, self.render_config())
         write_private(self.passwords_file, json.dumps({ADMIN_USER: self.secrets["AIRFLOW_ADMIN_PASSWORD"]}))
-        env = {k: v for k, v in self.environment().items() if k != "PATH"}
+        env = {k: v for k, v in self.environment().items() if k != "PATH" and k not in LAKE_SECRET_VARIABLES}
         self.environment_file.write_text(json.dumps(env, indent=2) + "\n")
 
     def run(self, *args: str, timeout_s: float = 300.0) -> subprocess.CompletedProcess[str]:

@@ -170,6 +170,10 @@ class Stack:
             progress(name, "users and databases in place")
         if self.config.cluster:
             self._up_cluster(services, started, timings, progress)
+        if self.airflow.lake_changed():  # started on the other profile's lake: restart them on this one
+            for name in reversed(COMPONENTS):
+                if services[name].process.stop(timeout_s=60):
+                    progress(name, "stopped: it was started for the other profile's lake; starting it again")
         # Airflow's metadata database lives in PostgreSQL (bootstrapped above); the first component's
         # preparation migrates it
         for name in COMPONENTS:

@@ -213,3 +213,23 @@ def test_the_airflow_operator_maps_the_archive_unless_the_driver_runs_on_the_clu
     assert labels == {"client": "airflow cdc_ingest__postgres/manual__1/ingest", "cluster": None}
     assert options["client"].endswith(" -XX:SharedArchiveFile=/x.jsa")
     assert "SharedArchiveFile" not in options["cluster"] and "-Duser.timezone=UTC" in options["cluster"]
+
+
+def test_on_an_s3_lake_spark_submit_ships_icebergs_aws_bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--jars`` replaces ``spark.jars``: both are the session's list, which an S3 lake extends."""
+    from cdclake.paths import jvm_dir
+
+    if not any((jvm_dir() / "spark-s3").glob("*.jar")):
+        pytest.skip("no spark-s3 jars: run `make cluster-jars`")
+    for key, value in {
+        "CDC_LAKE_KIND": "rest",
+        "CDC_LAKE_URI": "http://127.0.0.1:8181",
+        "CDC_LAKE_WAREHOUSE": "s3://warehouse/",
+        "CDC_LAKE_S3_ENDPOINT": "http://127.0.0.1:9000",
+    }.items():
+        monkeypatch.setenv(key, value)
+    ti = SimpleNamespace(dag_id="cdc_ingest__postgres", run_id="manual__1", task_id="ingest")
+    op = CdcSparkJobOperator(task_id="ingest", job="ingest", summary_json=False)
+    op._prepare({"ti": ti})
+    assert op.jars == op.conf["spark.jars"]
+    assert "iceberg-aws-bundle" in op.jars and "cdclake-decoder" in op.jars

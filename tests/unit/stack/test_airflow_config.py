@@ -99,3 +99,44 @@ def test_the_client_environment_adds_the_connections_only_when_asked(home: Airfl
     reader = conns["AIRFLOW_CONN_CDC_POSTGRES_READER"]
     assert (reader["login"], reader["password"]) == ("cdc_reader", home.secrets["CDC_POSTGRES_READER_PASSWORD"])
     assert isinstance(conns["AIRFLOW_CONN_KAFKA_DEFAULT"]["extra"], dict)
+
+
+@pytest.fixture
+def cluster_home(home: AirflowHome) -> AirflowHome:
+    from dataclasses import replace
+
+    config = replace(home.config, stack_profile="cluster")
+    return AirflowHome(config, load_or_create_secrets(config))
+
+
+def test_on_the_cluster_profile_the_spark_connection_and_the_lake_point_at_the_cluster(
+    cluster_home: AirflowHome,
+) -> None:
+    """spark_default names the standalone master; the components write the REST catalog's S3 lake, with the key
+    pair in their environment but not in its file; cdclake's own view of Airflow's lake (the demo's) has it."""
+    config, secrets = cluster_home.config, cluster_home.secrets
+    assert stack_connections(config, secrets)["spark_default"]["host"] == config.spark_master_url
+    env = cluster_home.environment()
+    assert (env["CDC_LAKE_KIND"], env["CDC_LAKE_URI"]) == ("rest", config.iceberg_rest_url)
+    assert env["CDC_LAKE_S3_SECRET_ACCESS_KEY"] == secrets["CDC_S3_SECRET_ACCESS_KEY"]
+    assert "CDC_LAKE_DIR" not in env and "CDC_SPARK_MASTER" not in env  # the master is spark_default's
+    cluster_home.prepare()
+    written = json.loads(cluster_home.environment_file.read_text())
+    assert written["CDC_LAKE_URI"] == config.iceberg_rest_url
+    assert [name for name in secret_names() if secrets[name] in json.dumps(written)] == []
+    lake = cluster_home.lake()
+    assert (lake.kind, lake.uri, lake.s3["s3.secret-access-key"]) == (
+        "rest",
+        config.iceberg_rest_url,
+        secrets["CDC_S3_SECRET_ACCESS_KEY"],
+    )
+
+
+def test_components_started_for_the_other_profiles_lake_are_seen(home: AirflowHome, cluster_home: AirflowHome) -> None:
+    assert not home.lake_changed()  # never started
+    home.prepare()
+    assert not home.lake_changed()
+    assert cluster_home.lake_changed()  # the same home, now on the cluster profile
+    cluster_home.prepare()
+    assert not cluster_home.lake_changed() and home.lake_changed()
+    assert stack_connections(home.config, home.secrets)["spark_default"]["host"] == "local[*]"

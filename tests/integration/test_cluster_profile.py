@@ -52,7 +52,7 @@ def cluster(stack: Stack) -> Iterator[Stack]:
     on_cluster = Stack(replace(stack.config, stack_profile="cluster", spark_workers=1))
     extra = on_cluster.service_names[len(SERVICE_ORDER) :]
     running = {name for name in extra if on_cluster.services[name].process.running()}
-    on_cluster.up()
+    on_cluster.up(airflow=False)  # the stack's Airflow stays on the default profile's lake
     yield on_cluster
     if running:
         return  # started by hand: left running

@@ -128,8 +128,13 @@ class Stack:
         return self.services[name]
 
     # -- up --------------------------------------------------------------------------------------
-    def up(self, progress: Progress = _noop) -> dict[str, float]:
+    def up(self, progress: Progress = _noop, *, airflow: bool = True) -> dict[str, float]:
         """Start every service that is not running, wait until each answers; idempotent.
+
+        Args:
+            progress: told what each service is doing.
+            airflow: start the Airflow components, and restart those started for the other profile's lake;
+                ``False`` leaves them as they are (a test adding the cluster profile's services to a running stack).
 
         Returns:
             Seconds each service took until ready (0 for those already running).
@@ -143,7 +148,8 @@ class Stack:
         """
         self._check_jars()
         services = self.services
-        for name in self.service_names:
+        names = [n for n in self.service_names if airflow or n not in COMPONENTS]
+        for name in names:
             service = services[name]
             if service.process.running():
                 continue
@@ -151,14 +157,16 @@ class Stack:
                 require_free_port(f"{name} {endpoint.label}", self.config.host, endpoint.port, endpoint.env_var)
         started: dict[str, float] = {}
         try:
-            return self._up(services, started, progress)
+            return self._up(services, started, progress, airflow)
         except BaseException:
             for name in reversed(self.service_names):
                 if name in started and services[name].process.stop(timeout_s=60):
                     progress(name, "stopped: the stack did not come up")
             raise
 
-    def _up(self, services: dict[str, Service], started: dict[str, float], progress: Progress) -> dict[str, float]:
+    def _up(
+        self, services: dict[str, Service], started: dict[str, float], progress: Progress, airflow: bool
+    ) -> dict[str, float]:
         for name in ("postgres", "mariadb", "kafka"):
             self._start(services[name], started, progress)
         timings: dict[str, float] = {}
@@ -170,6 +178,9 @@ class Stack:
             progress(name, "users and databases in place")
         if self.config.cluster:
             self._up_cluster(services, started, timings, progress)
+        if not airflow:
+            self._await(services["connect"], started, timings, progress)
+            return timings
         if self.airflow.lake_changed():  # started on the other profile's lake: restart them on this one
             for name in reversed(COMPONENTS):
                 if services[name].process.stop(timeout_s=60):

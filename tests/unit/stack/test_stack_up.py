@@ -101,3 +101,30 @@ def test_the_cluster_profile_starts_its_services_after_the_default_ones_and_down
         stopped = default.down()
     assert sorted(stopped) == sorted([*SERVICE_ORDER, *cluster[:-1]])
     assert [s.name for s in stack.status() if s.running] == []
+
+
+def test_airflow_started_for_the_other_profiles_lake_is_restarted_and_airflow_false_leaves_it(
+    tmp_path: Path,
+) -> None:
+    from cdclake.stack.airflow import COMPONENTS
+
+    default = _stack(tmp_path, broken="")
+    cluster = _stack(tmp_path, broken="", stack_profile="cluster")
+    cluster._services = default.services
+    said: list[tuple[str, str]] = []
+    try:
+        default.up()
+        default.airflow.prepare()  # what the first component's preparation writes: the lake it was started for
+        cluster.up(lambda name, message: said.append((name, message)), airflow=False)
+        assert not [name for name, message in said if name in COMPONENTS]  # left as they are
+        assert [s.name for s in cluster.status() if s.running] == [
+            *SERVICE_ORDER,
+            *cluster.service_names[len(SERVICE_ORDER) :],
+        ]
+        said.clear()
+        cluster.up(lambda name, message: said.append((name, message)))
+        restarted = [name for name, message in said if "started for the other profile's lake" in message]
+        assert restarted == list(reversed(COMPONENTS))
+        assert sorted(name for name, message in said if message.startswith("started")) == sorted(COMPONENTS)
+    finally:
+        default.down()

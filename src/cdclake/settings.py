@@ -164,6 +164,20 @@ def _memory(raw: str) -> str:
     return raw
 
 
+def _spark_conf(raw: str) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for item in (part.strip() for part in raw.split(";")):
+        if not item:
+            continue
+        key, sep, value = (text.strip() for text in item.partition("="))
+        if not sep or not key.startswith("spark.") or not value:
+            raise ValueError(item)
+        pairs.append((key, value))
+    if not pairs:
+        raise ValueError(raw)
+    return tuple(pairs)
+
+
 _OFF = ("off", "0", "false", "no")
 _ON = ("auto", "on", "1", "true", "yes")
 
@@ -315,6 +329,15 @@ class Settings:
         "the Spark master of a session built outside spark-submit",
         _text,
         "a master URL",
+    )
+    spark_conf: tuple[tuple[str, str], ...] = _var(
+        "CDC_SPARK_CONF",
+        (),
+        "Spark settings every cdclake session adds to its own (shuffle partitions, executor size, dynamic "
+        "allocation on a real cluster; docs/local-stack.md); an Airflow task's `conf` still wins",
+        _spark_conf,
+        "`key=value` pairs of `spark.*` settings separated by `;`",
+        shown_default="none",
     )
     spark_driver_memory: str = _var(
         "CDC_SPARK_DRIVER_MEMORY",

@@ -80,7 +80,8 @@ def with_driver_options(conf: Mapping[str, str], options: Sequence[str]) -> dict
 
 
 def session_conf(lake: LakeConfig, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Return the full Spark configuration for a cdclake session on ``lake`` (pure)."""
+    """Return the full Spark configuration for a cdclake session on ``lake``: :data:`BASE_CONF`, the jars, the
+    lake's catalog, then ``CDC_SPARK_CONF``'s settings, then ``extra``."""
     conf = dict(BASE_CONF)
     for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
         conf[key] = f"{conf[key]} -Dlog4j2.configurationFile={LOG4J2_CONF.as_uri()}"
@@ -89,6 +90,7 @@ def session_conf(lake: LakeConfig, extra: Mapping[str, str] | None = None) -> di
         jars += [str(p) for p in jars_in("spark-s3", target="cluster-jars")]
     conf["spark.jars"] = ",".join(jars)
     conf.update(lake.spark_conf())
+    conf.update(settings().spark_conf)
     if extra:
         conf.update(extra)
     return conf

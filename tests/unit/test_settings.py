@@ -41,6 +41,10 @@ GIVEN: dict[str, tuple[str, Any]] = {
     "spark_pool": ("cdc_spark", "cdc_spark"),
     "spark_slots": ("3", 3),
     "spark_master": ("spark://spark-master:7077", "spark://spark-master:7077"),
+    "spark_conf": (
+        "spark.sql.shuffle.partitions=48; spark.cores.max = 8;",
+        (("spark.sql.shuffle.partitions", "48"), ("spark.cores.max", "8")),
+    ),
     "spark_driver_memory": ("512m", "512m"),
     "spark_cds": ("OFF", "off"),
     "kafka_port": ("19092", 19092),
@@ -70,6 +74,7 @@ BAD: dict[str, str] = {
     "lake_kind": "hive",
     "ingest_interval": "5s",
     "spark_slots": "0",
+    "spark_conf": "sql.shuffle.partitions=48",
     "spark_driver_memory": "two gigabytes",
     "spark_cds": "maybe",
     "kafka_port": "65536",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pyspark.sql import SparkSession
 
@@ -24,3 +26,19 @@ def test_the_local_driver_runs_utc_with_the_throughput_collector_and_fewer_c2_co
     for option in LOCAL_DRIVER_JIT:
         name, value = option.removeprefix("-XX:").split("=")
         assert diagnostic.getVMOption(name).getValue() == value
+
+
+def test_cdc_spark_conf_adds_to_the_sessions_settings_and_code_given_settings_win(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from cdclake.lake import LakeConfig
+    from cdclake.spark import BASE_CONF, session_conf
+
+    lake = LakeConfig.embedded(tmp_path)
+    monkeypatch.delenv("CDC_SPARK_CONF", raising=False)
+    assert session_conf(lake)["spark.sql.shuffle.partitions"] == BASE_CONF["spark.sql.shuffle.partitions"]
+    monkeypatch.setenv("CDC_SPARK_CONF", "spark.sql.shuffle.partitions=48;spark.dynamicAllocation.enabled=true")
+    conf = session_conf(lake, {"spark.dynamicAllocation.enabled": "false"})
+    assert conf["spark.sql.shuffle.partitions"] == "48"
+    assert conf["spark.dynamicAllocation.enabled"] == "false"
+    assert conf["spark.sql.catalog.lake.type"] == "jdbc"  # the lake's catalog is still there

@@ -82,9 +82,19 @@ def _yaml(spec: dict[str, Any]) -> str:
     return yaml.safe_dump(spec, sort_keys=False)
 
 
-def ingest(workload: Workload, work: Path, mode: str = "upsert") -> dict[str, Any]:
+def ingest(
+    workload: Workload, work: Path, mode: str = "upsert", cluster_env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """One ``cdclake ingest`` process over the backlog into a table in ``mode``; its wall clock, peak RSS, summary
-    and lake check (raises when the lake is not what the backlog makes it)."""
+    and lake check (raises when the lake is not what the backlog makes it).
+
+    ``cluster_env``: the cluster profile's variables (``cdclake stack env --profile cluster``): the job runs on its
+    Spark master into its REST catalog's S3 lake, instead of ``local[*]`` into a fresh embedded lake; the peak RSS
+    is then the driver's alone (the executors are the worker's processes).
+    """
+    from cdclake.lake import LakeConfig
+    from cdclake.settings import Settings
+
     schema_file = None
     if not workload.schemas:
         schema_file = work / f"{workload.prefix}.schema.json"
@@ -92,10 +102,15 @@ def ingest(workload: Workload, work: Path, mode: str = "upsert") -> dict[str, An
     spec_path = work / f"{workload.prefix}-{mode}.yaml"
     spec_path.write_text(_yaml(workload.spec(schema_file, mode)))
     lake = work / f"lake-{workload.prefix}-{mode}"
-    env = dict(os.environ, CDC_LAKE_DIR=str(lake), CDC_LOG_LEVEL="WARNING")
+    if cluster_env:
+        env, where = dict(os.environ, **cluster_env, CDC_LOG_LEVEL="WARNING"), []
+        config = LakeConfig.from_settings(Settings.from_env(cluster_env))
+    else:
+        env, where = dict(os.environ, CDC_LAKE_DIR=str(lake), CDC_LOG_LEVEL="WARNING"), ["--lake", str(lake)]
+        config = LakeConfig.embedded(lake)
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        [CDCLAKE, "ingest", "--spec", str(spec_path), "--lake", str(lake), "--json"],
+        [CDCLAKE, "ingest", "--spec", str(spec_path), *where, "--json"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -108,9 +123,7 @@ def ingest(workload: Workload, work: Path, mode: str = "upsert") -> dict[str, An
     if proc.returncode != 0:
         raise SystemExit(f"cdclake ingest of {workload.prefix} failed ({proc.returncode}):\n{err[-4000:]}")
     summary = json.loads(out)
-    from cdclake.lake import LakeConfig
-
-    table = LakeConfig.embedded(lake).open_catalog().load_table(f"{workload.prefix}.{workload.data_collection}")
+    table = config.open_catalog().load_table(f"{workload.prefix}.{workload.data_collection}")
     check = check_state(workload, table) if mode == "upsert" else check_appended(workload, table)
     if not check["equal"]:
         raise SystemExit(f"cdclake ingest ({mode}) of {workload.prefix}: the lake is not the backlog's: {check}")

@@ -41,13 +41,12 @@ from real_shape import Workload  # noqa: E402
 from cdclake.settings import MAX_SPARK_WORKERS  # noqa: E402
 from cdclake.stack import Stack, StackConfig  # noqa: E402
 from cdclake.stack.cluster import lake_environment, master_state  # noqa: E402
-from cdclake.stack.manager import SERVICE_ORDER  # noqa: E402
 
 
 def _cluster(config: StackConfig, workers: int) -> tuple[Stack, list[str]]:
     """The cluster profile's services with exactly ``workers`` workers; returns the stack and what this started."""
     stack = Stack(replace(config, stack_profile="cluster", spark_workers=workers))
-    names = stack.service_names[len(SERVICE_ORDER) :]
+    names = stack.cluster_names
     before = {name for name in names if stack.services[name].process.running()}
     stack.up(airflow=False)
     for index in range(workers + 1, MAX_SPARK_WORKERS + 1):  # a worker beyond N would take executors too

@@ -38,8 +38,7 @@ from cdclake.demo.workload import run_workload
 from cdclake.lake import LakeConfig
 from cdclake.settings import Settings
 from cdclake.stack import Stack
-from cdclake.stack.cluster import lake_environment
-from cdclake.stack.manager import SERVICE_ORDER
+from cdclake.stack.cluster import lake_environment, master_state
 
 pytestmark = [pytest.mark.integration("stack"), pytest.mark.cluster]
 
@@ -50,7 +49,7 @@ RUN = secrets.token_hex(3)
 def cluster(stack: Stack) -> Iterator[Stack]:
     """The shared stack with the cluster profile's services added; those this fixture started are stopped after."""
     on_cluster = Stack(replace(stack.config, stack_profile="cluster", spark_workers=1))
-    extra = on_cluster.service_names[len(SERVICE_ORDER) :]
+    extra = on_cluster.cluster_names
     running = {name for name in extra if on_cluster.services[name].process.running()}
     on_cluster.up(airflow=False)  # the stack's Airflow stays on the default profile's lake
     yield on_cluster
@@ -200,7 +199,7 @@ def test_both_sources_ingested_at_once_on_the_cluster_equal_their_sources_read_f
         assert duckdb_rows(info, table, "id") == expected
     # the warehouse is in the object store, the applications ran on the worker's executors
     assert any((cluster.services["s3proxy"].home / "data" / "warehouse").rglob("*.parquet"))
-    master = requests.get(f"{cluster.config.spark_ui_url}/json/", timeout=10).json()
+    master = master_state(cluster.config)
     apps = {app["id"] for app in master["completedapps"] if app["name"] == "cdclake-ingest"}
     worker = requests.get(f"http://{cluster.config.host}:{cluster.config.spark_ui_port + 1}/json/", timeout=10).json()
     assert len(apps & {e["appid"] for e in worker["finishedexecutors"]}) >= 2

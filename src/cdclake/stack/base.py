@@ -83,3 +83,11 @@ class Service(abc.ABC):
     @abc.abstractmethod
     def describe(self) -> str:
         """One line saying where the service listens."""
+
+
+class JvmService(Service):
+    """A service run by a JVM of its own, found by the ``-Dcdclake.stack=<state directory>`` property it runs with."""
+
+    @property
+    def marker(self) -> str:
+        return f"-Dcdclake.stack={self.config.state_dir}"

@@ -24,7 +24,7 @@ from typing import Any
 
 import requests
 
-from cdclake.stack.base import Endpoint, Service
+from cdclake.stack.base import Endpoint, JvmService, Service
 from cdclake.stack.config import (
     ICEBERG_DATABASE,
     ICEBERG_DB_SECRET,
@@ -86,12 +86,8 @@ def cluster_jars(config: StackConfig, component: str) -> Path:
     return folder
 
 
-class S3ProxyService(Service):
+class S3ProxyService(JvmService):
     name = "s3proxy"
-
-    @property
-    def marker(self) -> str:
-        return f"-Dcdclake.stack={self.config.state_dir}"
 
     @property
     def data_dir(self) -> Path:
@@ -135,12 +131,8 @@ class S3ProxyService(Service):
         return f"S3 (s3proxy) {self.config.s3_endpoint}, bucket {WAREHOUSE_BUCKET} in {self.data_dir}"
 
 
-class IcebergRestService(Service):
+class IcebergRestService(JvmService):
     name = "iceberg-rest"
-
-    @property
-    def marker(self) -> str:
-        return f"-Dcdclake.stack={self.config.state_dir}"
 
     @property
     def pgpass_file(self) -> Path:
@@ -226,12 +218,8 @@ def master_state(config: StackConfig) -> dict[str, Any]:
     return dict(response.json())
 
 
-class SparkMasterService(Service):
+class SparkMasterService(JvmService):
     name = "spark-master"
-
-    @property
-    def marker(self) -> str:
-        return f"-Dcdclake.stack={self.config.state_dir}"
 
     def endpoints(self) -> list[Endpoint]:
         return [
@@ -269,7 +257,7 @@ class SparkMasterService(Service):
         return f"Spark master {self.config.spark_master_url}, web UI {self.config.spark_ui_url}"
 
 
-class SparkWorkerService(Service):
+class SparkWorkerService(JvmService):
     """Worker ``index`` (1, 2, ...) of the cluster profile."""
 
     def __init__(self, config: StackConfig, bins: Binaries, secrets: dict[str, str], index: int = 1) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import requests
 
-from cdclake.stack.base import Endpoint, Service
+from cdclake.stack.base import Endpoint, JvmService
 from cdclake.stack.config import capture_secrets, connect_auth, write_private
 from cdclake.stack.kafka import jvm_command
 
@@ -35,12 +35,8 @@ ENV_ALLOWLIST = "^CDC_[A-Z0-9]+_DEBEZIUM_PASSWORD$"
 WORKER_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "JAVA_HOME")
 
 
-class ConnectService(Service):
+class ConnectService(JvmService):
     name = "connect"
-
-    @property
-    def marker(self) -> str:
-        return f"-Dcdclake.stack={self.config.state_dir}"
 
     def endpoints(self) -> list[Endpoint]:
         return [Endpoint("REST", self.config.connect_port, "CDC_CONNECT_PORT")]

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Sequence
 
 from cdclake.exceptions import StackError
-from cdclake.stack.base import Endpoint, Service
+from cdclake.stack.base import Endpoint, JvmService, Service
 
 LOG4J2_PROPERTIES = """\
 status = warn
@@ -61,12 +61,8 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
-class KafkaService(Service):
+class KafkaService(JvmService):
     name = "kafka"
-
-    @property
-    def marker(self) -> str:
-        return f"-Dcdclake.stack={self.config.state_dir}"
 
     @property
     def properties_file(self):  # type: ignore[no-untyped-def]

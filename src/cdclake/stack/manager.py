@@ -32,13 +32,10 @@ from cdclake.stack.process import require_free_port, wait_until
 logger = logging.getLogger(__name__)
 
 SERVICE_ORDER = ("postgres", "mariadb", "kafka", "connect", *COMPONENTS)
+#: The cluster profile's servers; its workers follow them.
+CLUSTER_SERVERS = ("s3proxy", "iceberg-rest", "spark-master")
 #: The cluster profile's services beyond :data:`SERVICE_ORDER`, every worker it may start included.
-CLUSTER_SERVICES = (
-    "s3proxy",
-    "iceberg-rest",
-    "spark-master",
-    *(f"spark-worker-{n}" for n in range(1, MAX_SPARK_WORKERS + 1)),
-)
+CLUSTER_SERVICES = (*CLUSTER_SERVERS, *(f"spark-worker-{n}" for n in range(1, MAX_SPARK_WORKERS + 1)))
 ALL_SERVICES = (*SERVICE_ORDER, *CLUSTER_SERVICES)
 Progress = Callable[[str, str], None]
 
@@ -108,10 +105,15 @@ class Stack:
     def service_names(self) -> tuple[str, ...]:
         """The services ``up`` starts, in start order: :data:`SERVICE_ORDER`, and in the cluster profile the object
         store, the REST catalog, the Spark master and ``CDC_SPARK_WORKERS`` workers."""
+        return (*SERVICE_ORDER, *self.cluster_names)
+
+    @property
+    def cluster_names(self) -> tuple[str, ...]:
+        """The cluster profile's services ``up`` starts: its servers and ``CDC_SPARK_WORKERS`` workers (none in the
+        default profile)."""
         if not self.config.cluster:
-            return SERVICE_ORDER
-        workers = tuple(f"spark-worker-{n}" for n in range(1, self.config.spark_workers + 1))
-        return (*SERVICE_ORDER, *CLUSTER_SERVICES[:3], *workers)
+            return ()
+        return (*CLUSTER_SERVERS, *(f"spark-worker-{n}" for n in range(1, self.config.spark_workers + 1)))
 
     def connect_client(self, **kwargs: Any) -> KafkaConnectClient:
         """A client of the stack's Kafka Connect REST API, with its credentials (keyword arguments as the client's)."""
@@ -200,16 +202,11 @@ class Stack:
     ) -> None:
         """The cluster profile's services: the object store and the Spark master first, then the REST catalog
         (which needs the store and PostgreSQL's catalog database) and the workers (which need the master)."""
-        cluster = self.service_names[len(SERVICE_ORDER) :]
-        for name in ("s3proxy", "spark-master"):
-            self._start(services[name], started, progress)
-        for name in ("s3proxy", "spark-master"):
-            self._await(services[name], started, timings, progress)
-        for name in cluster:
-            if name not in ("s3proxy", "spark-master"):
+        first = ("s3proxy", "spark-master")
+        for group in (first, tuple(name for name in self.cluster_names if name not in first)):
+            for name in group:
                 self._start(services[name], started, progress)
-        for name in cluster:
-            if name not in ("s3proxy", "spark-master"):
+            for name in group:
                 self._await(services[name], started, timings, progress)
 
     def _check_jars(self) -> None:

@@ -119,7 +119,7 @@ def test_airflow_started_for_the_other_profiles_lake_is_restarted_and_airflow_fa
         assert not [name for name, message in said if name in COMPONENTS]  # left as they are
         assert [s.name for s in cluster.status() if s.running] == [
             *SERVICE_ORDER,
-            *cluster.service_names[len(SERVICE_ORDER) :],
+            *cluster.cluster_names,
         ]
         said.clear()
         cluster.up(lambda name, message: said.append((name, message)))

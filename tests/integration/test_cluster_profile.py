@@ -123,7 +123,7 @@ def sources(cluster: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     client = cluster.connect_client()
     apply_demo_schema(cluster)
     tmp = tmp_path_factory.mktemp("cluster-specs")
-    owned = {which: owned_spec(tmp, which, f"cl_{RUN}") for which in ("postgres", "mariadb")}
+    owned = {which: owned_spec(tmp, which, f"cl_{RUN}", extra=_partitioned(n)) for which, n in PARTITIONS.items()}
     try:
         for src in owned.values():
             create_owned_tables(cluster, src)
@@ -137,11 +137,37 @@ def sources(cluster: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             remove_source(cluster, client, which, src.spec, (src.customers, src.orders))
 
 
+#: Partitions of each capture's topics: Kafka Connect creates them so (``topic.creation.default.*`` in the
+#: spec's ``extra``, as a user scaling out sets them), and Debezium's records spread over them by key.
+PARTITIONS = {"postgres": 3, "mariadb": 2}
+
+
+#: Customers inserted at once beside the workload: 40 keys leave a partition of 3 empty with p ≈ 3·(2/3)^40.
+SPREAD = 40
+
+
+def _partitioned(partitions: int) -> dict[str, int]:
+    return {"topic.creation.default.partitions": partitions, "topic.creation.default.replication.factor": 1}
+
+
+def _partitions_holding_records(cluster: Stack, src: OwnedSource) -> dict[str, int]:
+    """The customers' topic -> how many of its partitions hold records."""
+    from cdclake.ingest.sources import KafkaRecordSource
+
+    topics = [src.data_topics[src.customers]]
+    _, latest = KafkaRecordSource(cluster.config.kafka_bootstrap, topics).watermarks()
+    return {t: sum(1 for (topic, _), end in latest.items() if topic == t and end > 0) for t in topics}
+
+
 def _workload(cluster: Stack, src: OwnedSource, base: int) -> None:
     topics = src.data_topics
     before = topic_end_offsets(cluster.config.kafka_bootstrap, list(topics.values()))
     with app_sql(cluster, src.which) as sql:
         events = run_workload(sql, src.customers, src.orders, base)
+        # and enough keys that every partition of the customers' topic holds some
+        rows = ", ".join(f"({base + 500 + i}, 'spread {i}', NULL, 'EU')" for i in range(SPREAD))
+        sql.execute(f"INSERT INTO {src.customers} (id, name, email, region) VALUES {rows}")
+        events[src.customers] += SPREAD
     wait_for_records(cluster.config.kafka_bootstrap, {topics[t]: before[topics[t]] + n for t, n in events.items()})
 
 
@@ -178,6 +204,8 @@ def test_both_sources_ingested_at_once_on_the_cluster_equal_their_sources_read_f
     summaries = [_finished(proc) for proc in runs]
     assert [s["status"] for s in summaries] == ["committed", "committed"]
     for src in sources.values():
+        # multi-partition topics: each partition's records decoded by their own tasks, per-key order kept
+        assert set(_partitions_holding_records(cluster, src).values()) == {PARTITIONS[src.which]}
         assert_lake_equals_source(src, lake)
     # read from outside, as `cdclake lake info --json` says: pyiceberg through the REST catalog, DuckDB too
     info = json.loads(

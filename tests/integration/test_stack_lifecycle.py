@@ -1,4 +1,5 @@
-"""`stack up` is idempotent, refuses taken ports clearly, and `stack down` leaves none of our processes.
+"""`stack up` is idempotent, refuses taken ports clearly, and `stack down` leaves none of our processes, those of the
+cluster profile included.
 
 Runs a second, throw-away stack on other ports in a temporary state directory, so it never touches a
 developer's running stack.
@@ -10,6 +11,8 @@ import dataclasses
 import os
 import shutil
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,15 +20,16 @@ import pytest
 
 from cdclake.exceptions import PortInUseError
 from cdclake.stack import Stack, StackConfig
-from cdclake.stack.manager import SERVICE_ORDER
+from cdclake.stack.config import CLUSTER_PORTS, PORTS
 from cdclake.stack.process import PROCESS_TAG_ENV, port_is_free
 
 pytestmark = pytest.mark.integration("stack")
 
 
-def _our_processes(state_dir: Path) -> list[str]:
+def _our_processes(state_dir: Path, width: int = 120) -> list[str]:
     """Processes of the stack: by command line, by working directory (Airflow's processes rewrite their command
-    line: every one of them runs in a directory of the state directory), or by the environment tag."""
+    line: every one of them runs in a directory of the state directory, as Spark's executors run in their worker's),
+    or by the environment tag; each shown with the first ``width`` characters of its command line."""
     markers = [str(state_dir)]
     pointer = state_dir / "postgres.location"
     if pointer.exists():  # PostgreSQL's data directory was relocated (see PostgresService.home)
@@ -44,7 +48,7 @@ def _our_processes(state_dir: Path) -> list[str]:
                 or any(cwd.startswith(m) for m in markers)
                 or f"{PROCESS_TAG_ENV}={state_dir}".encode() in environ
             ):
-                found.append(f"{proc.name}: {cmdline[:120]} (in {cwd})")
+                found.append(f"{proc.name}: {cmdline[:width]} (in {cwd})")
     return found
 
 
@@ -65,28 +69,35 @@ def state_dir(tmp_path: Path) -> Iterator[Path]:
         shutil.rmtree(Path(pointer.read_text().strip()).parent, ignore_errors=True)
 
 
+#: A Spark application that holds an executor on the master given as its argument until it is killed.
+HOLD_AN_EXECUTOR = """
+import sys, time
+from pyspark.sql import SparkSession
+spark = (SparkSession.builder.master(sys.argv[1]).appName("cdclake-lifecycle")
+         .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.executor.memory", "512m").config("spark.cores.max", "1").getOrCreate())
+assert spark.range(100).count() == 100
+print("executing", flush=True)
+time.sleep(900)
+"""
+
+
 def test_up_is_idempotent_and_down_stops_everything(state_dir: Path) -> None:
+    """On the cluster profile: `stack down` stops the Spark master, the worker and the executor it runs for a live
+    application, the REST catalog and the object store too."""
     base = StackConfig.from_env(state_dir)
-    config = dataclasses.replace(
-        base,
-        kafka_port=_free_port(),
-        kafka_controller_port=_free_port(),
-        connect_port=_free_port(),
-        postgres_port=_free_port(),
-        mariadb_port=_free_port(),
-        airflow_port=_free_port(),
-    )
-    ports = [config.kafka_port, config.kafka_controller_port, config.connect_port, config.postgres_port,
-             config.mariadb_port, config.airflow_port]  # fmt: skip
+    ports = {name: _free_port() for name in (*PORTS, *CLUSTER_PORTS)}
+    config = dataclasses.replace(base, **ports, stack_profile="cluster", spark_workers=1)
     stack = Stack(config)
+    driver: subprocess.Popen[str] | None = None
     try:
         stack.up()
         first = {row.name: row.pid for row in stack.status()}
         assert all(row.ready for row in stack.status())
         timings = Stack(config).up()  # a second `up` starts nothing
-        assert timings == dict.fromkeys(SERVICE_ORDER, 0.0)
+        assert timings == dict.fromkeys(stack.service_names, 0.0)
         assert {row.name: row.pid for row in Stack(config).status()} == first
-        assert len(_our_processes(config.state_dir)) >= len(SERVICE_ORDER)
+        assert len(_our_processes(config.state_dir)) >= len(stack.service_names)
         # Airflow answers, with the admin's generated password, and lists the project's DAGs
         client = Stack(config).airflow.client()
         assert client.token() and "cdc_connectors" in client.wait_for_dag("cdc_connectors", timeout_s=180)["dag_id"]
@@ -94,12 +105,32 @@ def test_up_is_idempotent_and_down_stops_everything(state_dir: Path) -> None:
         with stack.service("postgres").connect() as conn:  # type: ignore[attr-defined]
             owners = dict(conn.execute("SELECT datname, pg_get_userbyid(datdba) FROM pg_database").fetchall())
         assert owners["airflow"] == "airflow" and owners["demo"] == "cdclake_app"
+        # an application running on the worker when the stack stops: its executor must stop with it
+        driver = subprocess.Popen(
+            [sys.executable, "-c", HOLD_AN_EXECUTOR, config.spark_master_url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert driver.stdout is not None and driver.stdout.readline().strip() == "executing"
+        assert any("CoarseGrainedExecutorBackend" in p for p in _our_processes(config.state_dir, width=100_000))
     finally:
-        stopped = Stack(config).down()
-    assert sorted(stopped) == sorted(SERVICE_ORDER)
+        down = subprocess.run(
+            [str(Path(sys.executable).parent / "cdclake"), "stack", "down", "--state-dir", str(config.state_dir)],
+            capture_output=True,
+            text=True,
+        )
+        if driver is not None:
+            driver.kill()
+            driver.wait()
+    assert down.returncode == 0, down.stdout + down.stderr
+    # one progress line per service stopped ("<name> stopped"), then the summary
+    assert sorted(line.split()[0] for line in down.stdout.splitlines() if line.endswith(" stopped")) == sorted(
+        stack.service_names
+    ), down.stdout
     assert _our_processes(config.state_dir) == []
     assert not any(row.running for row in Stack(config).status())
-    assert [p for p in ports if not port_is_free(config.host, p)] == []
+    assert [p for p in ports.values() if not port_is_free(config.host, p)] == []
 
 
 def test_up_names_the_taken_port_and_how_to_change_it(tmp_path: Path) -> None:

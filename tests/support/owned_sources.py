@@ -78,16 +78,16 @@ def write_spec(tmp: Path, doc: dict[str, Any]) -> tuple[Path, ConnectorSpec]:
     return path, load_spec(path)
 
 
-def owned_spec(tmp: Path, which: str, tag: str) -> OwnedSource:
-    """A capture of ``<tag>_customers`` and ``<tag>_orders`` of ``which`` (:func:`owned_spec_doc`), written under
-    ``tmp``."""
+def owned_spec(tmp: Path, which: str, tag: str, **extra: Any) -> OwnedSource:
+    """A capture of ``<tag>_customers`` and ``<tag>_orders`` of ``which`` (:func:`owned_spec_doc`, ``extra`` keys
+    added), written under ``tmp``."""
     namespace = "inventory" if which == "postgres" else "demo"
     customers, orders = f"{namespace}.{tag}_customers", f"{namespace}.{tag}_orders"
     tables = [
         {"name": customers, "lake": {"mode": "upsert", "partitioning": ["bucket(4, id)"]}},
         {"name": orders, "lake": {"mode": "upsert"}},
     ]
-    path, spec = write_spec(tmp, owned_spec_doc(which, tag, tables))
+    path, spec = write_spec(tmp, owned_spec_doc(which, tag, tables, **extra))
     return OwnedSource(which, path, spec, customers, orders)
 
 

@@ -42,3 +42,10 @@ def test_cdc_spark_conf_adds_to_the_sessions_settings_and_code_given_settings_wi
     assert conf["spark.sql.shuffle.partitions"] == "48"
     assert conf["spark.dynamicAllocation.enabled"] == "false"
     assert conf["spark.sql.catalog.lake.type"] == "jdbc"  # the lake's catalog is still there
+
+
+def test_pyspark_does_not_record_the_python_call_site_of_every_dataframe_call(spark: SparkSession) -> None:
+    from pyspark.errors.utils import is_debugging_enabled
+
+    assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
+    assert not is_debugging_enabled()

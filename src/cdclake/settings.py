@@ -135,6 +135,16 @@ def _interval(raw: str) -> timedelta:
     return interval
 
 
+def _duration(raw: str) -> timedelta:
+    match = _INTERVAL.match(raw)
+    if not match:
+        raise ValueError(raw)
+    duration = timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+    if duration < timedelta(seconds=1):
+        raise ValueError(raw)
+    return duration
+
+
 def interval_text(interval: timedelta) -> str:
     """A duration as ``CDC_INGEST_INTERVAL`` writes it (``1m``, ``90s``, ``2h``); parsing it gives it back."""
     seconds = interval.total_seconds()
@@ -288,6 +298,15 @@ class Settings:
         _interval,
         f"a duration of at least {MIN_INGEST_INTERVAL.seconds} s: `90s`, `1m`, `2h` or seconds (`300`)",
         shown_default="`5m` (the local stack: `1m`)",
+    )
+    task_retry_delay: timedelta = _var(
+        "CDC_TASK_RETRY_DELAY",
+        timedelta(seconds=30),
+        "how long a failed task of the cdclake DAGs waits before its first retry (each later one waits twice as "
+        "long, up to 10 minutes)",
+        _duration,
+        "a duration of at least 1 s: `30s`, `2m` or seconds (`30`)",
+        shown_default="`30s`",
     )
     follow_sources: tuple[str, ...] = _var(
         "CDC_FOLLOW_SOURCES",

@@ -243,6 +243,7 @@ def test_an_airflow_retry_of_the_crashed_ingest_task_redoes_the_batch(
             "CDC_SOURCES": capture.src.spec.name,
             "CDC_FAULT_AT": "table:1",
             "CDC_FAULT_ONCE": str(marker),
+            "CDC_TASK_RETRY_DELAY": "2s",  # the retry is what is tested, not its 30 s wait
         }
     )
     wait_for_records(capture.bootstrap, capture.workload())

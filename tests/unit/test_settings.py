@@ -36,6 +36,7 @@ GIVEN: dict[str, tuple[str, Any]] = {
     "lake_s3_region": ("us-east-1", "us-east-1"),
     "sources": (" postgres, mariadb ,", ("postgres", "mariadb")),
     "ingest_interval": ("90s", timedelta(seconds=90)),
+    "task_retry_delay": ("2", timedelta(seconds=2)),
     "follow_sources": ("postgres", ("postgres",)),
     "follow_run_for": ("1h", timedelta(hours=1)),
     "spark_pool": ("cdc_spark", "cdc_spark"),
@@ -73,6 +74,7 @@ GIVEN: dict[str, tuple[str, Any]] = {
 BAD: dict[str, str] = {
     "lake_kind": "hive",
     "ingest_interval": "5s",
+    "task_retry_delay": "0.5s",
     "spark_slots": "0",
     "spark_conf": "sql.shuffle.partitions=48",
     "spark_driver_memory": "two gigabytes",

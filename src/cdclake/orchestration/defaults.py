@@ -31,12 +31,14 @@ RECONCILE_TIMEOUT = timedelta(minutes=30)
 
 
 def default_args(**overrides: Any) -> dict[str, Any]:
-    """``default_args`` with the owner, at least two retries (the DAG policy tests enforce both) and the
-    :data:`TASK_TIMEOUT` execution timeout; ``overrides`` replace any of them."""
+    """``default_args`` with the owner, at least two retries (the DAG policy tests enforce both), the first after
+    ``CDC_TASK_RETRY_DELAY``, and the :data:`TASK_TIMEOUT` execution timeout; ``overrides`` replace any of them."""
+    from cdclake.settings import settings
+
     args: dict[str, Any] = {
         "owner": OWNER,
         "retries": 2,
-        "retry_delay": timedelta(seconds=30),
+        "retry_delay": settings().task_retry_delay,
         "retry_exponential_backoff": True,
         "max_retry_delay": timedelta(minutes=10),
         "execution_timeout": TASK_TIMEOUT,

@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import random
-import re
 import signal
 import statistics
 import subprocess
@@ -40,7 +39,6 @@ from bench_small_batches import postgres_source  # noqa: E402
 CDCLAKE = str(Path(sys.executable).parent / "cdclake")
 TABLE = "inventory.customers"
 SEQUENCE = "inventory.bench_latency_keys"
-BATCH_LINE = re.compile(r"batch (\S+): (\d+) records, .*dead-lettered, ([\d.]+) s")
 
 
 def load(stack: Any, rate: int, seconds: float) -> tuple[dict[int, float], int]:
@@ -85,10 +83,22 @@ def fresh_keys(sql: Any, reserve: int = 10_000_000) -> int:
     return int(sql.scalar(f"SELECT setval('{SEQUENCE}', nextval('{SEQUENCE}') + %s)", [reserve])) - reserve + 1
 
 
+def batches(lines: list[tuple[float, str]], since: float) -> list[tuple[float, dict[str, Any]]]:
+    """The committed batches the follower reported after ``since``: its JSON Lines (``--json``) with a batch id,
+    each with the time it was read."""
+    out = []
+    for at, line in lines:
+        if at > since and line.startswith("{"):
+            summary = json.loads(line)
+            if summary.get("batch_id") is not None and "stopped_by" not in summary:
+                out.append((at, summary))
+    return out
+
+
 def drained(lines: list[tuple[float, str]], since: float) -> bool:
     """A batch committed after ``since`` and none in the last 10 s (the follower polls every second)."""
-    batches = [at for at, line in lines if at > since and BATCH_LINE.search(line)]
-    return bool(batches) and time.monotonic() - batches[-1] > 10
+    done = batches(lines, since)
+    return bool(done) and time.monotonic() - done[-1][0] > 10
 
 
 def in_lake(lake: Path, identifier: str, keys: Iterable[int]) -> bool:
@@ -142,9 +152,9 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="cdclake-bench-latency-"))
     lake, summary_file = work / "lake", work / "summary.json"
-    cmd = [CDCLAKE, "ingest", "--spec", "postgres", "--lake", str(lake), "--follow", "--poll", "1",
+    cmd = [CDCLAKE, "ingest", "--spec", "postgres", "--lake", str(lake), "--follow", "--poll", "1", "--json",
            "--summary-json", str(summary_file)]  # fmt: skip
-    env = dict(os.environ, CDC_LAKE_DIR=str(lake), CDC_LOG_LEVEL="WARNING", COLUMNS="200", PYTHONUNBUFFERED="1")
+    env = dict(os.environ, CDC_LAKE_DIR=str(lake), CDC_LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1")
     follower = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[tuple[float, str]] = []
 
@@ -179,9 +189,7 @@ def main() -> None:
     if len(visible) != len(commits):
         raise SystemExit(f"{len(commits) - len(visible)} of {len(commits)} inserted rows never became visible")
     latency = [visible[key] - commits[key] for key in commits]
-    walls = [  # the batches of the load
-        float(m.group(3)) for at, line in lines if started < at and (m := BATCH_LINE.search(line)) and int(m.group(2))
-    ]
+    walls = [sum(b["phases_s"].values()) for _, b in batches(lines, started) if b["records"]]  # the load's batches
     print(
         f"source commit -> visible in Iceberg, {len(latency):,} inserted rows at {args.rate:,} events/s: "
         f"p50 {_percentile(latency, 0.5):.2f} s, p90 {_percentile(latency, 0.9):.2f} s, "

@@ -60,13 +60,15 @@ class Follower:
         return self.stderr_path.read_text(errors="replace")
 
     def stop(self, timeout_s: float = 180) -> dict[str, Any]:
-        """SIGTERM; the run's summary once it exited 0."""
+        """SIGTERM; once it exited 0, the run's summary (the last of its JSON Lines) with ``batch_lines``: the
+        summaries of its batches that committed (the lines before)."""
         self.proc.send_signal(signal.SIGTERM)
         rc = self.proc.wait(timeout=timeout_s)
         self.stdout.seek(0)
         out = self.stdout.read()
         assert rc == 0, out[-2000:] + self.stderr()[-4000:]
-        return json.loads(out)
+        *batches, result = (json.loads(line) for line in out.splitlines())
+        return {**result, "batch_lines": [b for b in batches if b["batch_id"] is not None]}
 
 
 def _start(src: OwnedSource, lake: Path, tmp: Path, name: str) -> Follower:
@@ -162,6 +164,10 @@ def test_a_follower_applies_changes_as_they_come_stops_on_sigterm_and_resumes(
             follower.proc.kill()
     assert first["mode"] == "follow" and first["stopped_by"] == "signal", first
     assert first["committed_batches"] >= 3 and first["checks"]["ok"], first
+    # a JSON line per batch as it ended: the run's committed batches, each once
+    lines = first["batch_lines"]
+    assert len(lines) == first["committed_batches"] == len({b["batch_id"] for b in lines}), lines
+    assert sum(b["records"] for b in lines) == first["records"], first
     assert "SIGTERM received: stopping after the current batch" in follower.stderr()
     assert _pending_batch(capture, lake) is None
 

@@ -192,7 +192,8 @@ def ingest(
     With --follow the command keeps running: one batch after another as records arrive, each exactly like a
     single run's (same ledger, same lock, taken per batch), on one Spark session, one line per batch. It stops
     between batches on SIGTERM or Ctrl-C, after --run-for seconds or --max-batches batches, and prints what
-    it did (--json: the summary of the run and of its last batch).
+    it did. With --json its output is JSON Lines: each batch's summary (or, when it found nothing new, the
+    source's) as the batch ends, then the run's summary (with `stopped_by`).
     """
     from cdclake.ingest.runner import ingest_from_kafka
 
@@ -249,10 +250,14 @@ def _follow(  # noqa: PLR0913 - the command's options, passed through
         summary = batch.as_dict()
         if summary["batch_id"] is not None:
             batches.append(summary)
-        console.print(batch_line(summary), highlight=False)
+        if as_json:  # JSON Lines: a line per batch as it ends
+            typer.echo(json.dumps(summary, default=str))
+        else:
+            console.print(batch_line(summary), highlight=False)
 
     stop = StopFlag()
-    console.print(f"following {spec}: SIGTERM or Ctrl-C stops it after the batch in progress", highlight=False)
+    if not as_json:
+        console.print(f"following {spec}: SIGTERM or Ctrl-C stops it after the batch in progress", highlight=False)
     with stop.on_signals():
         result = follow_kafka(
             spark,
@@ -266,7 +271,7 @@ def _follow(  # noqa: PLR0913 - the command's options, passed through
     if summary_json:
         summary_json.write_text(json.dumps(result, indent=2, default=str))
     if as_json:
-        typer.echo(json.dumps(result, indent=2, default=str))
+        typer.echo(json.dumps(result, default=str))
     else:
         console.print(
             f"stopped ({result['stopped_by']}): "

@@ -74,13 +74,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _table_calls(
-    spark: SparkSession, identifier: str, policy: MaintenancePolicy, now: datetime
+    spark: SparkSession, identifier: str, policy: MaintenancePolicy, now: datetime, prefix_listing: bool
 ) -> list[tuple[str, list[MaintenanceCall]]]:
     """The table's calls, then its tombstone side table's (expired tombstones first), when it has one."""
-    out = [(identifier, maintenance_calls(identifier, policy, now))]
+    out = [(identifier, maintenance_calls(identifier, policy, now, prefix_listing=prefix_listing))]
     side = tombstone_identifier(identifier)
     if spark.catalog.tableExists(side):
-        out.append((side, [*tombstone_calls(identifier, policy, now), *maintenance_calls(side, policy, now)]))
+        side_calls = maintenance_calls(side, policy, now, prefix_listing=prefix_listing)
+        out.append((side, [*tombstone_calls(identifier, policy, now), *side_calls]))
     return out
 
 
@@ -91,6 +92,7 @@ def _maintain_spec(
     overrides: dict[str, Any],
     now: datetime,
     summary: dict[str, Any],
+    prefix_listing: bool,
 ) -> None:
     """Every table of one spec (or only ``tables``) that is in the lake."""
     for data_collection in spec.table_names:
@@ -102,7 +104,7 @@ def _maintain_spec(
             summary["skipped"].append(identifier)
             continue
         policy = policy_for(spec.table(data_collection).lake, overrides)
-        for name, calls in _table_calls(spark, identifier, policy, now):
+        for name, calls in _table_calls(spark, identifier, policy, now, prefix_listing):
             _run(spark, name, calls, summary)
 
 
@@ -129,18 +131,21 @@ def main(argv: list[str] | None = None) -> int:
     lake = LakeConfig.from_env(args.lake)
     spark = build_spark_session("cdclake-maintenance", lake=lake)
     now = datetime.now(UTC)
+    # a REST lake lists its files through its FileIO (S3FileIO knows s3://, Hadoop here does not)
+    prefix_listing = lake.kind == "rest"
     summary: dict[str, Any] = {"tables": {}, "skipped": [], "failed": {}}
     try:
         for spec in specs:
             try:
                 with source_lock(lake_rows.session_catalog(spark), spec.name, wait_s=args.lock_wait):
-                    _maintain_spec(spark, spec, args.table, overrides, now, summary)
+                    _maintain_spec(spark, spec, args.table, overrides, now, summary, prefix_listing)
             except SourceBusyError as exc:
                 logger.error("maintenance of %s skipped: %s", spec.name, exc)
                 summary["failed"][spec.name] = str(exc)
         if not (args.skip_audit or args.table):
             for name in audit_identifiers(spark):
-                _run(spark, name, maintenance_calls(name, audit_policy_of(name, overrides), now), summary)
+                calls = maintenance_calls(name, audit_policy_of(name, overrides), now, prefix_listing=prefix_listing)
+                _run(spark, name, calls, summary)
     finally:
         spark.stop()
     if args.summary_json:

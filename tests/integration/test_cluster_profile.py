@@ -1,12 +1,14 @@
 """The same ingestion job on the cluster profile: a Spark standalone master and worker, the Iceberg REST catalog and the
 S3 warehouse of s3proxy, all started by `cdclake stack up --profile cluster` beside the shared stack.
 
-Two captures of their own (PostgreSQL and MariaDB) are ingested by `cdclake ingest` pointed at the cluster only by the
-variables `cdclake stack env --profile cluster` prints. Their lakes equal their sources, read by cdclake's
-reconciliation and, from outside, by pyiceberg and DuckDB as `cdclake lake info --json` says; the Spark master (its
-JSON and its web UI in a browser) shows the applications ran on the worker's executors. Stopped, the profile leaves
-no process behind. The two captures are ingested at once (their commits interleave in
-the REST catalog), and a driver killed between two tables' commits is redone exactly once by the next run.
+Two captures of their own (PostgreSQL and MariaDB, topics of 3 and 2 partitions) are ingested, pointed at the cluster
+only by the variables `cdclake stack env --profile cluster` prints: PostgreSQL's by `cdclake ingest` from Kafka,
+MariaDB's recorded by `cdclake capture` and replayed by `cdclake replay`, at once. Their lakes equal their sources,
+read by cdclake's reconciliation and, from outside, by pyiceberg and DuckDB as `cdclake lake info --json` says; the
+maintenance job runs every procedure on their tables and they still do; the Spark master (its JSON and its web UI
+in a browser) shows the applications ran on the worker's executors. Stopped, the profile leaves no process behind
+(`cdclake stack down` of a cluster profile with a running executor: tests/integration/test_stack_lifecycle.py). A
+driver killed between two tables' commits is redone exactly once by the next run.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import os
 import secrets
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -36,6 +39,7 @@ from cdclake.demo.database import app_sql, apply_demo_schema
 from cdclake.demo.topics import topic_end_offsets, wait_for_records
 from cdclake.demo.workload import run_workload
 from cdclake.lake import LakeConfig
+from cdclake.lake.names import spec_table_identifier
 from cdclake.settings import Settings
 from cdclake.stack import Stack
 from cdclake.stack.cluster import lake_environment, master_state
@@ -43,6 +47,7 @@ from cdclake.stack.cluster import lake_environment, master_state
 pytestmark = [pytest.mark.integration("stack"), pytest.mark.cluster]
 
 RUN = secrets.token_hex(3)
+MAINTENANCE_JOB = Path(__file__).resolve().parents[2] / "jobs" / "maintenance.py"
 
 
 @pytest.fixture(scope="module")
@@ -172,8 +177,25 @@ def _workload(cluster: Stack, src: OwnedSource, base: int) -> None:
 
 
 def _ingest(src: OwnedSource, env: dict[str, str], tmp: Path, *extra_env: tuple[str, str]) -> subprocess.Popen[str]:
+    return _cdclake(["ingest", "--spec", str(src.spec_path), "--json"], env, tmp, *extra_env)
+
+
+def _replay(src: OwnedSource, env: dict[str, str], tmp: Path) -> subprocess.Popen[str]:
+    """`cdclake replay` of every record of the source's topics, recorded by `cdclake capture` (executors on the
+    same machine read the file; on a real cluster it would be on shared storage)."""
+    records = tmp / f"{src.spec.name}.jsonl"
+    subprocess.run(
+        [CDCLAKE, "capture", "--prefix", src.spec.topic_prefix, "--out", str(records)],
+        capture_output=True,
+        check=True,
+        env={**os.environ, "CDC_LOG_LEVEL": "WARNING"},
+    )
+    return _cdclake(["replay", str(records), "--spec", str(src.spec_path), "--json"], env, tmp)
+
+
+def _cdclake(args: list[str], env: dict[str, str], tmp: Path, *extra_env: tuple[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [CDCLAKE, "ingest", "--spec", str(src.spec_path), "--json"],
+        [CDCLAKE, *args],
         env={**os.environ, **env, "CDC_LOG_LEVEL": "WARNING", **dict(extra_env)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -183,9 +205,11 @@ def _ingest(src: OwnedSource, env: dict[str, str], tmp: Path, *extra_env: tuple[
 
 
 def _finished(proc: subprocess.Popen[str]) -> dict[str, object]:
+    """The summary a run printed (``--json``): ingest's, or replay's last batch."""
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, out[-2000:] + err[-4000:]
-    return dict(json.loads(out))
+    printed = json.loads(out)
+    return dict(printed[-1] if isinstance(printed, list) else printed)
 
 
 def _source_ids(cluster: Stack, src: OwnedSource) -> list[tuple[int]]:
@@ -200,7 +224,8 @@ def test_both_sources_ingested_at_once_on_the_cluster_equal_their_sources_read_f
 ) -> None:
     for n, src in enumerate(sources.values()):
         _workload(cluster, src, 10_000 * (n + 1))
-    runs = [_ingest(src, env, tmp_path) for src in sources.values()]  # at once: one REST catalog, two writers
+    # at once, two writers of one REST catalog: PostgreSQL's ingest from Kafka, MariaDB's capture replayed
+    runs = [_ingest(sources["postgres"], env, tmp_path), _replay(sources["mariadb"], env, tmp_path)]
     summaries = [_finished(proc) for proc in runs]
     assert [s["status"] for s in summaries] == ["committed", "committed"]
     for src in sources.values():
@@ -225,12 +250,38 @@ def test_both_sources_ingested_at_once_on_the_cluster_equal_their_sources_read_f
         assert len(expected) > 1
         assert pyiceberg_rows(info, table, ["id"]) == expected
         assert duckdb_rows(info, table, "id") == expected
+    # Iceberg maintenance of both sources' tables, on the cluster too: every procedure ran, nothing changed
+    summary_path = tmp_path / "maintenance.json"
+    maintained = subprocess.run(
+        [
+            sys.executable,
+            str(MAINTENANCE_JOB),
+            *(a for src in sources.values() for a in ("--spec", str(src.spec_path))),
+            "--rewrite-min-input-files",
+            "2",
+            "--skip-audit",
+            "--summary-json",
+            str(summary_path),
+        ],  # fmt: skip
+        env={**os.environ, **env, "CDC_LOG_LEVEL": "WARNING"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert maintained.returncode == 0, [line for line in maintained.stderr.splitlines() if " failed" in line]
+    summary = json.loads(summary_path.read_text())
+    assert (summary["failed"], summary["skipped"]) == ({}, []), summary
+    tables = {spec_table_identifier(src.spec, t) for src in sources.values() for t in (src.customers, src.orders)}
+    assert tables <= set(summary["tables"]), summary["tables"].keys()
+    for src in sources.values():
+        assert_lake_equals_source(src, lake)
     # the warehouse is in the object store, the applications ran on the worker's executors
     assert any((cluster.services["s3proxy"].home / "data" / "warehouse").rglob("*.parquet"))
     master = master_state(cluster.config)
-    apps = {app["id"] for app in master["completedapps"] if app["name"] == "cdclake-ingest"}
+    names = ("cdclake-ingest", "cdclake-maintenance")
+    apps = {app["id"] for app in master["completedapps"] if app["name"] in names}
     worker = requests.get(f"http://{cluster.config.host}:{cluster.config.spark_ui_port + 1}/json/", timeout=10).json()
-    assert len(apps & {e["appid"] for e in worker["finishedexecutors"]}) >= 2
+    assert len(apps & {e["appid"] for e in worker["finishedexecutors"]}) >= 3
     # and the master's web UI says so to a person: the worker alive, the applications completed
     shown = _master_page(cluster, tmp_path)
     assert worker["id"] in shown and "ALIVE" in shown

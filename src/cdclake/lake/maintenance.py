@@ -204,6 +204,8 @@ def maintenance_calls(
     policy: MaintenancePolicy,
     now: datetime,
     catalog: str = CATALOG_NAME,
+    *,
+    prefix_listing: bool = False,
 ) -> list[MaintenanceCall]:
     """The ``CALL <catalog>.system.*`` statements of a policy for one table, in execution order (pure).
 
@@ -214,8 +216,11 @@ def maintenance_calls(
         policy: the table's policy.
         now: the reference time for the age thresholds.
         catalog: the Spark catalog holding the table.
+        prefix_listing: ``remove_orphan_files`` lists the table's files through its FileIO (``prefix_listing``),
+            not through Hadoop's file systems, which know no ``s3://`` location: for a lake on object storage.
     """
     table = catalog_identifier(identifier)
+    listing = ", prefix_listing => true" if prefix_listing else ""
     name = _literal(table)
     system = f"{catalog}.system"
     calls: list[MaintenanceCall] = []
@@ -226,7 +231,7 @@ def maintenance_calls(
                 MaintenanceCall(
                     "remove_orphan_files",
                     table,
-                    f"CALL {system}.remove_orphan_files(table => {name}, older_than => {older}, dry_run => true)",
+                    f"CALL {system}.remove_orphan_files(table => {name}, older_than => {older}, dry_run => true{listing})",
                 )
             )
         return calls
@@ -267,7 +272,7 @@ def maintenance_calls(
             MaintenanceCall(
                 "remove_orphan_files",
                 table,
-                f"CALL {system}.remove_orphan_files(table => {name}, older_than => {older})",
+                f"CALL {system}.remove_orphan_files(table => {name}, older_than => {older}{listing})",
             )
         )
     return calls

@@ -284,3 +284,16 @@ def test_the_lock_table_only_gets_its_orphan_files_removed() -> None:
     ]
     assert ledger == ["rewrite_data_files", "expire_snapshots", "remove_orphan_files"]
     assert locks == ["remove_orphan_files"]
+
+
+def test_a_lake_on_object_storage_lists_orphans_through_the_tables_file_io() -> None:
+    """Hadoop's file systems know no ``s3://`` location here: the REST lake's orphan listing goes through S3FileIO
+    (the cluster test runs it on s3proxy: tests/integration/test_cluster_profile.py)."""
+    policy = MaintenancePolicy(orphan_older_than_days=3)
+    (call,) = [
+        c for c in maintenance_calls("t.ns.x", policy, NOW, prefix_listing=True) if c.procedure == "remove_orphan_files"
+    ]
+    assert call.sql.endswith(", prefix_listing => true)")
+    (dry,) = maintenance_calls("t.ns.x", MaintenancePolicy(dry_run=True), NOW, prefix_listing=True)
+    assert dry.sql.endswith("dry_run => true, prefix_listing => true)")
+    assert all("prefix_listing" not in c.sql for c in maintenance_calls("t.ns.x", policy, NOW))

@@ -177,7 +177,7 @@ def test_no_stack_secret_anywhere_it_should_not_be(demo: dict[str, Any], stack: 
     lake = stack.airflow.lake()
     lake_files = [p for p in Path(lake.root).rglob("*") if p.is_file()]
     assert any(p.suffix == ".parquet" for p in lake_files)
-    leaked += [leak for p in lake_files for leak in _leaks(secrets, f"lake file {p.name}", p.read_bytes())]
+    leaked += [leak for p in lake_files for leak in _leaks(secrets, f"lake file {p.name}", _read_if_there(p))]
     catalog = LakeMonitor(lake).catalog
     tables = _all_tables(catalog)
     assert len(tables) > 8
@@ -185,6 +185,15 @@ def test_no_stack_secret_anywhere_it_should_not_be(demo: dict[str, Any], stack: 
         rows = catalog.load_table(ident).scan().to_arrow().to_pylist()
         leaked += _leaks(secrets, f"lake table {'.'.join(ident)}", repr(rows))
     assert sorted(set(leaked)) == []
+
+
+def _read_if_there(path: Path) -> bytes:
+    """The file's bytes; none when it went away after it was listed (the scheduled ingest runs meanwhile: the
+    catalog's SQLite ``-wal``/``-shm`` files come and go with its connections, expired metadata is deleted)."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
 
 
 def test_airflow_answers_and_lists_the_cdc_view(demo: dict[str, Any], airflow: Any, stack: Stack) -> None:

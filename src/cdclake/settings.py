@@ -125,24 +125,22 @@ _INTERVAL = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h)?$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, None: 1}
 
 
-def _interval(raw: str) -> timedelta:
-    match = _INTERVAL.match(raw)
-    if not match:
-        raise ValueError(raw)
-    interval = timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
-    if interval < MIN_INGEST_INTERVAL:
-        raise ValueError(raw)
-    return interval
+def _duration(minimum: timedelta) -> Callable[[str], timedelta]:
+    """A parser of ``90s``, ``1m``, ``2h`` or seconds, refusing durations shorter than ``minimum``."""
+
+    def parse(raw: str) -> timedelta:
+        match = _INTERVAL.match(raw)
+        if not match:
+            raise ValueError(raw)
+        duration = timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+        if duration < minimum:
+            raise ValueError(raw)
+        return duration
+
+    return parse
 
 
-def _duration(raw: str) -> timedelta:
-    match = _INTERVAL.match(raw)
-    if not match:
-        raise ValueError(raw)
-    duration = timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
-    if duration < timedelta(seconds=1):
-        raise ValueError(raw)
-    return duration
+_interval = _duration(MIN_INGEST_INTERVAL)
 
 
 def interval_text(interval: timedelta) -> str:
@@ -304,7 +302,7 @@ class Settings:
         timedelta(seconds=30),
         "how long a failed task of the cdclake DAGs waits before its first retry (each later one waits twice as "
         "long, up to 10 minutes)",
-        _duration,
+        _duration(timedelta(seconds=1)),
         "a duration of at least 1 s: `30s`, `2m` or seconds (`30`)",
         shown_default="`30s`",
     )

@@ -189,7 +189,8 @@ def main() -> None:
     if len(visible) != len(commits):
         raise SystemExit(f"{len(commits) - len(visible)} of {len(commits)} inserted rows never became visible")
     latency = [visible[key] - commits[key] for key in commits]
-    walls = [sum(b["phases_s"].values()) for _, b in batches(lines, started) if b["records"]]  # the load's batches
+    loaded = [b for _, b in batches(lines, started) if b["records"]]  # the load's batches
+    walls = [sum(b["phases_s"].values()) for b in loaded]
     print(
         f"source commit -> visible in Iceberg, {len(latency):,} inserted rows at {args.rate:,} events/s: "
         f"p50 {_percentile(latency, 0.5):.2f} s, p90 {_percentile(latency, 0.9):.2f} s, "
@@ -198,8 +199,14 @@ def main() -> None:
     if walls:
         print(
             f"batches under load: {len(walls)}, wall median {statistics.median(walls):.2f} s "
-            f"(min {min(walls):.2f}, max {max(walls):.2f})"
+            f"(min {min(walls):.2f}, max {max(walls):.2f}), records median {statistics.median(b['records'] for b in loaded):,.0f}"
         )
+        phases = {
+            name: statistics.median(b["phases_s"].get(name, 0.0) for b in loaded)
+            for b in loaded
+            for name in b["phases_s"]
+        }
+        print("phase medians: " + ", ".join(f"{name} {s:.2f} s" for name, s in phases.items()))
     print(f"follower: {result['committed_batches']} batches, {result['records']:,} records, stopped by "
           f"{result['stopped_by']}")  # fmt: skip
 

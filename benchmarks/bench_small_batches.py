@@ -35,15 +35,16 @@ def _job_seconds(job: dict[str, object]) -> float:
 
 
 def postgres_source() -> tuple[Any, Any]:
-    """The local stack (started if down) with the demo schema and its PostgreSQL connector (spec ``postgres``)
-    registered and running; returns the stack and the spec."""
+    """The local stack (started if down, without Airflow, whose scheduled runs would share the two cores) with the
+    demo schema and its PostgreSQL connector (spec ``postgres``) registered and running; returns the stack and
+    the spec."""
     from cdclake.connect.lifecycle import ensure_connector, wait_running
     from cdclake.connectors import load_spec
     from cdclake.demo.database import apply_demo_schema
     from cdclake.stack import Stack
 
     stack = Stack()
-    stack.up()
+    stack.up(airflow=False)
     apply_demo_schema(stack)
     spec = load_spec("postgres")
     client = stack.connect_client()

@@ -12,7 +12,8 @@ holding its key (its ``timestamp-ms``, the writer's commit time). Latency is tha
 time, over every inserted row still live at the end (one inserted and deleted within a batch never shows). The
 follower is stopped once the table holds all of them. Both clocks are this machine's.
 
-Usage: ``.venv/bin/python benchmarks/bench_latency.py [--rate 1000] [--seconds 60]`` (starts the stack if down).
+Usage: ``.venv/bin/python benchmarks/bench_latency.py [--rate 1000] [--seconds 60]`` (starts the stack, without
+Airflow, if it is down). Prints the latency percentiles, the batches' walls and the median of each phase.
 """
 
 from __future__ import annotations

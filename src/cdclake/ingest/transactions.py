@@ -236,35 +236,31 @@ def gather(
         events = frames[0]
         for other in frames[1:]:
             events = events.unionByName(other)
-        # one aggregation, two groupings: per transaction and data collection (events counted), and per
-        # transaction and topic-partition (offsets and times); grouping_id tells them apart
-        grouped = events.groupingSets(
-            [["tx", "dc"], ["tx", "topic", "partition"]], "tx", "dc", "topic", "partition"
-        ).agg(
-            F.grouping_id().alias("g"),
+        counted = events.groupBy("tx", "dc").agg(
             F.count_distinct("total_order").alias("n"),
             F.max("position").alias("position"),
             F.collect_set("op").alias("ops"),
             F.first("connector").alias("connector"),
+        )
+        for row in _collected(counted):
+            tx = info(row["tx"])
+            tx.observed[collection_name(row["dc"])] = int(row["n"])
+            tx.ops.update(row["ops"] or [])
+            tx.connector = tx.connector or row["connector"]
+            position = [int(x) for x in row["position"]]
+            tx.position = position if tx.position is None else max(tx.position, position)
+        per_tp = events.groupBy("tx", "topic", "partition").agg(
             F.min("offset").alias("first"),
             F.max("offset").alias("last"),
             F.min("ts").alias("ts"),
             F.max("ts").alias("last_ts"),
             F.first("id").alias("id"),
         )
-        by_collection = 0b0011  # tx, dc grouped; topic, partition not
-        for row in _collected(grouped):
+        for row in _collected(per_tp):
             tx = info(row["tx"])
-            if row["g"] == by_collection:
-                tx.observed[collection_name(row["dc"])] = int(row["n"])
-                tx.ops.update(row["ops"] or [])
-                tx.connector = tx.connector or row["connector"]
-                position = [int(x) for x in row["position"]]
-                tx.position = position if tx.position is None else max(tx.position, position)
-            else:
-                tx.add_offset((row["topic"], int(row["partition"])), int(row["first"]), int(row["last"]))
-                tx.add_ts(row["ts"], row["last_ts"])
-                tx.ids.add(row["id"])
+            tx.add_offset((row["topic"], int(row["partition"])), int(row["first"]), int(row["last"]))
+            tx.add_ts(row["ts"], row["last_ts"])
+            tx.ids.add(row["id"])
     if transactions is None:
         return infos
     meta = _collected(

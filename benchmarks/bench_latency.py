@@ -202,11 +202,8 @@ def main() -> None:
             f"batches under load: {len(walls)}, wall median {statistics.median(walls):.2f} s "
             f"(min {min(walls):.2f}, max {max(walls):.2f}), records median {statistics.median(b['records'] for b in loaded):,.0f}"
         )
-        phases = {
-            name: statistics.median(b["phases_s"].get(name, 0.0) for b in loaded)
-            for b in loaded
-            for name in b["phases_s"]
-        }
+        names = dict.fromkeys(name for b in loaded for name in b["phases_s"])
+        phases = {name: statistics.median(b["phases_s"].get(name, 0.0) for b in loaded) for name in names}
         print("phase medians: " + ", ".join(f"{name} {s:.2f} s" for name, s in phases.items()))
     print(f"follower: {result['committed_batches']} batches, {result['records']:,} records, stopped by "
           f"{result['stopped_by']}")  # fmt: skip

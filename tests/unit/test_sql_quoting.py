@@ -262,6 +262,21 @@ def test_update_sql_normal_names() -> None:
 
 
 @pytest.mark.parametrize("name", HOSTILE)
+def test_tombstone_merge_sql_hostile_key(name: str) -> None:
+    sql = apply.tombstone_merge_sql("`lake`.`pg`.`t__cdc_deletes`", "cdc_batch_1", (name,))
+    q = quote_identifier(name)
+    assert sql.splitlines()[0] == (
+        f"MERGE INTO `lake`.`pg`.`t__cdc_deletes` d USING (SELECT {q}, _cdc_position FROM cdc_batch_1 "
+        f"WHERE _cdc_op = 'd') x ON d.{q} = x.{q}"
+    )
+    assert sql.splitlines()[-1] == (
+        f"WHEN NOT MATCHED THEN INSERT ({q}, _cdc_position, _cdc_deleted_at) "
+        f"VALUES (x.{q}, x._cdc_position, current_timestamp())"
+    )
+    assert identifiers(sql).count(name) == 5
+
+
+@pytest.mark.parametrize("name", HOSTILE)
 def test_scd2_merge_sql_hostile_key(name: str) -> None:
     sql = apply.scd2_merge_sql(TARGET, "vers", "closes", (name,), (name, "_cdc_ingested_at"), (name,))
     q, mk = quote_identifier(name), quote_identifier("_mk_" + name)

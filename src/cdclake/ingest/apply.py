@@ -101,8 +101,7 @@ def mark_stale(
     Args:
         latest: output of :func:`latest_per_key`.
         stored: the lake table's ``key columns + _cdc_position``.
-        tombstones: the tombstone table's ``key columns + _cdc_position`` (or None); a key may have several
-            tombstones (one per delete, see :func:`tombstone_rows`), the newest counts.
+        tombstones: the tombstone table's ``key columns + _cdc_position`` (or None).
         key_columns: primary-key columns.
         broadcast_keys: first narrow ``stored`` and ``tombstones`` to the batch's keys with a broadcast
             semi-join (the table streams past a hash of the keys instead of being shuffled whole); for
@@ -116,8 +115,6 @@ def mark_stale(
         renamed = other.select(*[F.col(k) for k in key_columns], F.col("_cdc_position").alias(f"__pos_{label}"))
         if keys is not None:
             renamed = renamed.join(keys, on=list(key_columns), how="left_semi")
-        if label == "x":  # a key deleted several times has a tombstone per delete: the newest counts
-            renamed = renamed.groupBy(*key_columns).agg(F.max("__pos_x").alias("__pos_x"))
         out = out.join(renamed, on=list(key_columns), how="left")
     position = F.col("_cdc_position")
     stored_pos = F.col("__pos_t") if "__pos_t" in out.columns else F.lit(None)
@@ -201,19 +198,17 @@ def insert_frame(rows: DataFrame, target_schema: T.StructType, data_columns: Seq
     return rows.select(*cols)
 
 
-def tombstone_rows(fresh: DataFrame, key_columns: Sequence[str]) -> DataFrame:
-    """The delete tombstones of a batch's fresh events, appended to the tombstone table: ``key columns,
-    _cdc_position, _cdc_deleted_at`` of every delete.
-
-    Appended, not merged: a fresh delete is newer than any tombstone of its key (else it would be stale), so
-    the newest tombstone per key is always the one that counts (:func:`mark_stale`), and the batch writes
-    without reading or rewriting the tombstone table. Superseded tombstones go with the retention
-    (``tables[].lake.tombstone_retention_days``).
-    """
-    return fresh.where(F.col("_cdc_op") == "d").select(
-        *[F.col(quote_identifier(k)) for k in key_columns],
-        F.col("_cdc_position"),
-        F.current_timestamp().alias("_cdc_deleted_at"),
+def tombstone_merge_sql(target: str, source_view: str, key_columns: Sequence[str]) -> str:
+    """Record (or advance) the delete tombstone of every key deleted in the batch."""
+    on = _key_match("d", "x", key_columns)
+    cols = ", ".join(quote_identifier(k) for k in key_columns)
+    vals = ", ".join(f"x.{quote_identifier(k)}" for k in key_columns)
+    return (
+        f"MERGE INTO {target} d USING (SELECT {cols}, _cdc_position FROM {source_view} WHERE _cdc_op = 'd') x ON {on}\n"
+        "WHEN MATCHED AND x._cdc_position > d._cdc_position THEN UPDATE SET "
+        "d._cdc_position = x._cdc_position, d._cdc_deleted_at = current_timestamp()\n"
+        f"WHEN NOT MATCHED THEN INSERT ({cols}, _cdc_position, _cdc_deleted_at) "
+        f"VALUES ({vals}, x._cdc_position, current_timestamp())"
     )
 
 

@@ -44,9 +44,6 @@ QUARANTINED = "cdc.quarantined"
 #: Up to this many events per table and batch, the stored positions are narrowed to the batch's keys by a
 #: broadcast semi-join (see :func:`cdclake.ingest.apply.mark_stale`).
 BROADCAST_KEYS_MAX_EVENTS = 2_000_000
-#: Up to this many events per table and batch, the latest event per key is not checkpointed before the
-#: broadcast semi-join: recomputing it from the cached decoded rows costs less than one more Spark job.
-RECOMPUTE_LATEST_MAX_EVENTS = 50_000
 #: Up to this estimated size, the batch rows that update or delete stored keys are broadcast to the MERGE
 #: (the table is scanned but not shuffled; see :func:`cdclake.ingest.apply.update_sql`). A broadcast
 #: hint cannot do it: Spark drops it, because the MERGE's join already carries a hint for the table's
@@ -278,7 +275,6 @@ class TableApplier:
             for i, (op, stale, present) in enumerate(splits)
         ]
         first_batch = self._never_written(self.name) and self._never_written(self.tombstones)
-        checkpointed = False
         if first_batch:
             # a table's first batch (its initial snapshot, typically the largest): nothing stored, nothing
             # deleted before, so no event is stale and every key is new; no join against the empty tables
@@ -288,14 +284,13 @@ class TableApplier:
                 .observe(observed, *tallies)
                 .localCheckpoint(eager=True)
             )
+            narrow = False
         else:
             stored = self.spark.table(self.name).select(*[quote_identifier(k) for k in keys], "_cdc_position")
             tombs = self.spark.table(self.tombstones).select(*[quote_identifier(k) for k in keys], "_cdc_position")
             # the batch's keys narrow the stored positions before the join when they fit in a broadcast
-            events = sum(stats.events.values())
-            narrow = events <= BROADCAST_KEYS_MAX_EVENTS
-            checkpointed = narrow and events > RECOMPUTE_LATEST_MAX_EVENTS
-            if checkpointed:
+            narrow = sum(stats.events.values()) <= BROADCAST_KEYS_MAX_EVENTS
+            if narrow:
                 latest = latest.localCheckpoint(eager=True)  # computed once, for the broadcast and the join
             # materialised with its lineage cut: a MERGE whose source plan still scans the target table
             # can silently match nothing (seen with Iceberg 1.11 merge-on-read deletes)
@@ -314,14 +309,23 @@ class TableApplier:
             fresh = marked.where(~F.col(apply.STALE)).drop(apply.STALE)
             tag = abs(hash(self.name))
             if counts.get(("d", False)):
-                apply.tombstone_rows(fresh, keys).writeTo(self.tombstones).append()
+                if first_batch:  # no tombstone yet: every deleted key's is new
+                    deletes = fresh.where(F.col("_cdc_op") == "d").select(
+                        *[F.col(quote_identifier(k)) for k in keys],
+                        F.col("_cdc_position"),
+                        F.current_timestamp().alias("_cdc_deleted_at"),
+                    )
+                    deletes.writeTo(self.tombstones).append()
+                else:
+                    fresh.createOrReplaceTempView(f"cdc_batch_{tag}")
+                    self.spark.sql(apply.tombstone_merge_sql(self.tombstones, f"cdc_batch_{tag}", keys))
                 crash_point("tombstones")
             matched = sum(n for (_, stale, present), n in split.items() if present and not stale)
             added = sum(n for (op, stale, present), n in split.items() if not present and not stale and op != "d")
             self._write_upsert(fresh, props, matched, added, data_cols, keep, tag)
         finally:
             marked.unpersist()
-            if checkpointed:
+            if narrow:
                 latest.unpersist()
 
     def _write_upsert(

@@ -33,6 +33,10 @@ Two kinds of incomplete transaction are applied as they are, because waiting can
 A MySQL/MariaDB TRUNCATE is a statement committed on its own: Debezium emits its BEGIN and the truncate event,
 never an END. A transaction of a binlog connector whose only events are truncates is complete as it is.
 
+Where it is decided: :func:`facts` gathers one row per transaction in one Spark job and decides there which are
+complete or empty by their own records; :func:`gather` brings the others to Python as :class:`TxInfo` for
+:func:`decide`, and keeps the rest as Arrow columns (:class:`Settled`), which a cut can still reach.
+
 Transaction ids: PostgreSQL (and Informix) put ``<txId>:<LSN>`` in events, with a different LSN in
 BEGIN, END and each change: they are grouped by the part before ``:``. MySQL/MariaDB ids (GTID or
 ``file=…,pos=…``) are used whole.
@@ -40,7 +44,6 @@ BEGIN, END and each change: they are grouped by the part before ``:``. MySQL/Mar
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -50,6 +53,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
@@ -60,7 +64,8 @@ from cdclake.ingest.offsets import TopicPartition
 SPLIT_ID_CONNECTORS = ("postgresql", "informix")
 #: Connectors whose TRUNCATE is a transaction of its own without an END event (see the module docstring).
 BINLOG_CONNECTORS = ("mysql", "mariadb")
-_SPLIT_ID = re.compile(r"\d+:\d+")
+#: a BEGIN/END id in the PostgreSQL/Informix style, ``<txId>:<LSN>`` (Java regex)
+_SPLIT_ID = r"^\d+:\d+$"
 _RECORD_CLOCK: ContextVar[bool] = ContextVar("cdclake_tx_record_clock", default=False)
 
 
@@ -134,7 +139,6 @@ class TxInfo:
     """Everything the batch knows about one transaction."""
 
     key: str
-    ids: set[str] = field(default_factory=set)
     end_seen: bool = False
     expected_total: int | None = None
     expected: dict[str, int] = field(default_factory=dict)
@@ -168,13 +172,18 @@ class TxInfo:
 class TxPlan:
     """The decision for one batch."""
 
+    #: the transactions the decision looked at one by one (all of them but ``settled``'s)
     transactions: dict[str, TxInfo]
     cuts: dict[TopicPartition, int]
     enabled: bool
+    #: those complete or empty by their own records and applied as such (:func:`gather`)
+    settled: Settled | None = None
 
     def frontier(self) -> TxInfo | None:
         """The applied transaction with the greatest position (the consistent cut readers can use)."""
         applied = [t for t in self.transactions.values() if t.status in APPLIED and t.position]
+        if self.settled is not None and (top := self.settled.frontier()) is not None:
+            applied.append(top)
         return max(applied, key=lambda t: t.position or [], default=None)
 
     @property
@@ -185,43 +194,62 @@ class TxPlan:
         out = {s.value: 0 for s in TxStatus}
         for tx in self.transactions.values():
             out[tx.status.value] += 1
+        if self.settled is not None:
+            for status, n in self.settled.counts().items():
+                out[status] += n
         return out
 
 
-def _collected(frame: DataFrame) -> list[dict[str, Any]]:
-    """``frame``'s rows as dicts, through Arrow (several times faster than ``collect()``'s rows for the
-    hundreds of thousands of transactions of a large batch). Timestamps come back as ``collect()`` gives
-    them: naive, in the process's local time zone."""
-    table = frame.toArrow()
+def _collected(table: pa.Table) -> list[dict[str, Any]]:
+    """``table``'s rows as dicts, its timestamps as ``collect()`` gives them: naive, in the process's local time
+    zone."""
     for i, f in enumerate(table.schema):
         if pa.types.is_timestamp(f.type) and f.type.tz is not None:
             table = table.set_column(i, f.name, pc.local_timestamp(table.column(i)))
     return table.to_pylist()
 
 
-def gather(
+def _collection(name: Column) -> Column:
+    """Spark twin of :func:`collection_name`."""
+    return F.regexp_extract(name, r"(?:^|\.)([^.]*(?:\.[^.]*)?)$", 1)
+
+
+def _sum_n(entries: Column, n: str) -> Column:
+    return F.aggregate(entries, F.lit(0).cast("long"), lambda acc, e: acc + F.coalesce(e[n], F.lit(0)))
+
+
+_COUNTS = "array<struct<dc:string,n:bigint>>"
+_OFFSETS = "array<struct<topic:string,partition:int,first:bigint,last:bigint>>"
+
+
+def facts(
     data: Iterable[DataFrame], transactions: DataFrame | None, ignore_collections: Iterable[str] = ()
-) -> dict[str, TxInfo]:
-    """Collect per-transaction facts (small Spark aggregations, collected to the driver).
+) -> DataFrame | None:
+    """One row per transaction of the batch, with everything :class:`TxInfo` holds and ``own``: what its own
+    records say when that is final (``complete``, ``empty``; null: left to :func:`decide`, see :func:`_own_status`).
 
     Args:
         data: decoded change rows of every table.
         transactions: decoded BEGIN/END events (None: the batch has none, known from its counts).
-        ignore_collections: data collections whose events are not in ``data`` (the signaling table:
-            its rows are skipped by the decoder but counted in END events); removed from the END counts.
+        ignore_collections: data collections whose events are not in ``data`` (the signaling table: its rows are
+            skipped by the decoder but counted in END events); removed from the END counts.
+
+    Returns:
+        None when neither holds a transaction.
     """
-    ignored = {collection_name(c) for c in ignore_collections}
-    infos: dict[str, TxInfo] = {}
+    ignored = sorted({collection_name(c) for c in ignore_collections})
 
-    def info(key: str) -> TxInfo:
-        return infos.setdefault(key, TxInfo(key=key))
+    def is_ignored(name: Column) -> Column:
+        return _collection(name).isin(*ignored) if ignored else F.lit(False)
 
+    sides: list[DataFrame] = []
     frames = [
         d.where(F.col("_cdc_tx_id").isNotNull()).select(
             tx_key(F.col("_cdc_connector"), F.col("_cdc_tx_id")).alias("tx"),
-            F.col("_cdc_tx_id").alias("id"),
             F.col("_cdc_tx_total_order").alias("total_order"),
-            F.concat_ws(".", F.coalesce(F.col("_cdc_schema"), F.col("_cdc_db")), F.col("_cdc_table")).alias("dc"),
+            _collection(
+                F.concat_ws(".", F.coalesce(F.col("_cdc_schema"), F.col("_cdc_db")), F.col("_cdc_table"))
+            ).alias("dc"),
             F.col("_cdc_topic").alias("topic"),
             F.col("_cdc_partition").alias("partition"),
             F.col("_cdc_offset").alias("offset"),
@@ -236,66 +264,259 @@ def gather(
         events = frames[0]
         for other in frames[1:]:
             events = events.unionByName(other)
-        counted = events.groupBy("tx", "dc").agg(
-            F.count_distinct("total_order").alias("n"),
-            F.max("position").alias("position"),
-            F.collect_set("op").alias("ops"),
-            F.first("connector").alias("connector"),
+        counted = (
+            events.groupBy("tx", "dc")
+            .agg(
+                F.count_distinct("total_order").alias("n"),
+                F.max("position").alias("position"),
+                F.collect_set("op").alias("ops"),
+                F.first("connector", ignorenulls=True).alias("connector"),
+            )
+            .groupBy("tx")
+            .agg(
+                F.collect_list(F.struct("dc", "n")).alias("observed"),
+                F.max("position").alias("position"),
+                F.array_distinct(F.flatten(F.collect_list("ops"))).alias("ops"),
+                F.first("connector", ignorenulls=True).alias("connector"),
+            )
         )
-        for row in _collected(counted):
-            tx = info(row["tx"])
-            tx.observed[collection_name(row["dc"])] = int(row["n"])
-            tx.ops.update(row["ops"] or [])
-            tx.connector = tx.connector or row["connector"]
-            position = [int(x) for x in row["position"]]
-            tx.position = position if tx.position is None else max(tx.position, position)
-        per_tp = events.groupBy("tx", "topic", "partition").agg(
-            F.min("offset").alias("first"),
-            F.max("offset").alias("last"),
-            F.min("ts").alias("ts"),
-            F.max("ts").alias("last_ts"),
-            F.first("id").alias("id"),
-        )
-        for row in _collected(per_tp):
-            tx = info(row["tx"])
-            tx.add_offset((row["topic"], int(row["partition"])), int(row["first"]), int(row["last"]))
-            tx.add_ts(row["ts"], row["last_ts"])
-            tx.ids.add(row["id"])
-    if transactions is None:
-        return infos
-    meta = _collected(
-        transactions.select(
+        sides.append(counted.join(_spans(events, "ts", "d_"), "tx"))
+    if transactions is not None:
+        # BEGIN/END carry no connector: "<digits>:<digits>" is the PostgreSQL/Informix style
+        # (a MySQL GTID "<uuid>:<n>" is used whole, like in its data events)
+        meta = transactions.select(
+            F.when(F.col("id").rlike(_SPLIT_ID), F.split("id", ":").getItem(0)).otherwise(F.col("id")).alias("tx"),
             "topic",
             "partition",
             "offset",
             "kafka_ts",
             "status",
-            "id",
             "event_count",
             "data_collections",
-            F.regexp_replace("topic", r"\.transaction$", "").alias("server"),
+        )
+        end = F.struct("topic", "partition", "offset", "event_count", "data_collections")
+        spans = _spans(meta, "kafka_ts", "m_", end=F.max_by(end, F.when(F.col("status") == "END", F.col("offset"))))
+        dcs = F.coalesce(F.col("end.data_collections"), F.array())
+        sides.append(
+            spans.select(
+                "tx",
+                "m_offsets",
+                "m_first_ts",
+                "m_last_ts",
+                F.col("end").isNotNull().alias("end_seen"),
+                F.col("end.topic").alias("end_topic"),
+                F.col("end.partition").alias("end_partition"),
+                F.col("end.offset").alias("end_offset"),
+                F.transform(
+                    F.filter(dcs, lambda d: ~is_ignored(d["data_collection"])),
+                    lambda d: F.struct(_collection(d["data_collection"]).alias("dc"), d["event_count"].alias("n")),
+                ).alias("expected"),
+                (
+                    F.col("end.event_count")
+                    - _sum_n(F.filter(dcs, lambda d: is_ignored(d["data_collection"])), "event_count")
+                ).alias("expected_total"),
+            )
+        )
+    if not sides:
+        return None
+    joined = sides[0] if len(sides) == 1 else sides[0].join(sides[1], "tx", "full")
+
+    def col(name: str, kind: str) -> Column:
+        return F.col(name) if name in joined.columns else F.lit(None).cast(kind)
+
+    def both(name: str, kind: str) -> list[Column]:
+        return [col(f"{side}{name}", kind) for side in ("d_", "m_")]
+
+    observed = F.coalesce(col("observed", _COUNTS), F.array().cast(_COUNTS))
+    expected = F.coalesce(col("expected", _COUNTS), F.array().cast(_COUNTS))
+    end_seen = F.coalesce(col("end_seen", "boolean"), F.lit(False))
+    expected_total = col("expected_total", "bigint")
+    complete = (
+        end_seen
+        & F.forall(observed, lambda o: F.exists(expected, lambda e: e["dc"] == o["dc"]))
+        & F.forall(expected, lambda e: _sum_n(F.filter(observed, lambda o: o["dc"] == e["dc"]), "n") == e["n"])
+        & (expected_total.isNull() | (_sum_n(observed, "n") == expected_total))
+    )
+    empty = (F.size(observed) == 0) & (F.size(expected) == 0)
+    return joined.select(
+        "tx",
+        observed.alias("observed"),
+        col("position", "array<decimal(38,0)>").alias("position"),
+        col("ops", "array<string>").alias("ops"),
+        col("connector", "string").alias("connector"),
+        F.concat(*(F.coalesce(c, F.array().cast(_OFFSETS)) for c in both("offsets", _OFFSETS))).alias("offsets"),
+        F.least(*both("first_ts", "timestamp")).alias("first_ts"),
+        F.greatest(*both("last_ts", "timestamp")).alias("last_ts"),
+        end_seen.alias("end_seen"),
+        col("end_topic", "string").alias("end_topic"),
+        col("end_partition", "int").alias("end_partition"),
+        col("end_offset", "bigint").alias("end_offset"),
+        expected.alias("expected"),
+        expected_total.alias("expected_total"),
+        F.when(empty, F.lit(TxStatus.EMPTY.value)).when(complete, F.lit(TxStatus.COMPLETE.value)).alias("own"),
+    )
+
+
+def _spans(frame: DataFrame, ts: str, prefix: str, end: Column | None = None) -> DataFrame:
+    """Per transaction (``tx``): its first and last offset in each topic-partition (``offset``), and its first and
+    last timestamp (``ts``), in columns named with ``prefix``; with ``end`` (a ``max_by`` of a struct with an
+    ``offset``), also ``end``, its greatest over the transaction's partitions (one pass over ``frame``)."""
+    ends = [] if end is None else [end.alias("end")]
+    return (
+        frame.groupBy("tx", "topic", "partition")
+        .agg(
+            F.min("offset").alias("first"),
+            F.max("offset").alias("last"),
+            F.min(ts).alias("ts0"),
+            F.max(ts).alias("ts1"),
+            *ends,
+        )
+        .groupBy("tx")
+        .agg(
+            F.collect_list(F.struct("topic", "partition", "first", "last")).alias(f"{prefix}offsets"),
+            F.min("ts0").alias(f"{prefix}first_ts"),
+            F.max("ts1").alias(f"{prefix}last_ts"),
+            *([] if end is None else [F.max_by("end", F.col("end.offset")).alias("end")]),
         )
     )
-    for row in meta:
-        # BEGIN/END carry no connector: "<digits>:<digits>" is the PostgreSQL/Informix style
-        # (a MySQL GTID "<uuid>:<n>" is used whole, like in its data events)
-        key = row["id"].split(":", 1)[0] if _SPLIT_ID.fullmatch(row["id"]) else row["id"]
-        tx = info(key)
-        tx.ids.add(row["id"])
-        tx.add_offset((row["topic"], int(row["partition"])), int(row["offset"]))
-        tx.add_ts(row["kafka_ts"])
-        if row["status"] == "END":
-            tx.end_seen = True
-            tx.end_at = ((row["topic"], int(row["partition"])), int(row["offset"]))
-            skipped = 0
-            for dc in row["data_collections"] or []:
-                name = collection_name(dc["data_collection"])
-                if name in ignored:
-                    skipped += int(dc["event_count"])
-                else:
-                    tx.expected[name] = int(dc["event_count"])
-            tx.expected_total = None if row["event_count"] is None else int(row["event_count"]) - skipped
-    return infos
+
+
+def info_of(row: Mapping[str, Any]) -> TxInfo:
+    """The :class:`TxInfo` of a row of :func:`facts` (as :func:`_collected` gives it)."""
+    tx = TxInfo(
+        key=row["tx"],
+        end_seen=bool(row["end_seen"]),
+        expected_total=None if row["expected_total"] is None else int(row["expected_total"]),
+        expected={e["dc"]: int(e["n"]) for e in row["expected"]},
+        observed={o["dc"]: int(o["n"]) for o in row["observed"]},
+        first_ts=row["first_ts"],
+        last_ts=row["last_ts"],
+        position=None if row["position"] is None else [int(x) for x in row["position"]],
+        ops=set(row["ops"] or ()),
+        connector=row["connector"],
+    )
+    if row["end_seen"]:
+        tx.end_at = ((row["end_topic"], int(row["end_partition"])), int(row["end_offset"]))
+    for o in row["offsets"]:
+        tx.add_offset((o["topic"], int(o["partition"])), int(o["first"]), int(o["last"]))
+    return tx
+
+
+@dataclass
+class Settled:
+    """The transactions of a batch that their own records decide (complete or empty), as the Arrow rows of
+    :func:`facts`: a large batch's hundreds of thousands of them never become Python objects. Those that reach
+    a partition's cut (after a held transaction) move to :func:`decide`'s transactions (:meth:`straddling`)."""
+
+    rows: pa.Table
+    moved: set[int] = field(default_factory=set)
+
+    def _kept(self) -> pa.Table:
+        if not self.moved:
+            return self.rows
+        keep = np.ones(self.rows.num_rows, dtype=bool)
+        keep[list(self.moved)] = False
+        return self.rows.filter(pa.array(keep))
+
+    def latest_ts(self) -> datetime | None:
+        """The latest timestamp of their records (naive local time, as :class:`TxInfo` holds it)."""
+        latest = pc.max(self.rows.column("last_ts")).as_py()
+        if latest is not None and latest.tzinfo is not None:
+            latest = latest.astimezone().replace(tzinfo=None)
+        return latest
+
+    def straddling(self, cuts: Mapping[TopicPartition, int]) -> list[TxInfo]:
+        """Those not moved yet with a record at or after a cut of their partition; they move."""
+        offsets = self.rows.column("offsets").combine_chunks()
+        flat = pc.list_flatten(offsets)
+        owner = pc.list_parent_indices(offsets)
+        reach = pa.array(np.zeros(len(flat), dtype=bool))
+        for (topic, partition), cut in cuts.items():
+            here = pc.and_(
+                pc.and_(pc.equal(flat.field("topic"), topic), pc.equal(flat.field("partition"), partition)),
+                pc.greater_equal(flat.field("last"), cut),
+            )
+            reach = pc.or_(reach, here)
+        found = sorted(set(pc.filter(owner, reach).to_pylist()) - self.moved)
+        self.moved.update(found)
+        moved = []
+        for row in _collected(self.rows.take(found)) if found else ():
+            tx = info_of(row)
+            tx.status = TxStatus(row["own"])
+            moved.append(tx)
+        return moved
+
+    def counts(self) -> dict[str, int]:
+        return {v["values"]: v["counts"] for v in pc.value_counts(self._kept().column("own")).to_pylist()}
+
+    def frontier(self) -> TxInfo | None:
+        """The complete one with the greatest position."""
+        kept = self._kept()
+        rows = kept.filter(pc.is_valid(kept.column("position")))
+        if not rows.num_rows:
+            return None
+        return info_of(_collected(rows.slice(_greatest(rows.column("position").combine_chunks()), 1))[0])
+
+    def audit_rows(self, source: str, batch_id: str) -> pa.Table:
+        """Rows for ``cdc_audit.transactions`` (see :func:`audit_rows`) of the complete ones."""
+        rows = self._kept().filter(pc.equal(self._kept().column("own"), TxStatus.COMPLETE.value))
+        expected = rows.column("expected").combine_chunks()
+        flat = pc.list_flatten(expected)
+        owner = pc.list_parent_indices(expected)
+        n = flat.field("n")
+        size = len(flat)
+        return pa.table(
+            {
+                "source": pa.array([source] * size, pa.string()),
+                "batch_id": pa.array([batch_id] * size, pa.string()),
+                "tx_id": pc.take(rows.column("tx"), owner),
+                "data_collection": flat.field("dc"),
+                "expected": n,
+                "applied": n,
+                "seen": n,
+                "status": pa.array([TxStatus.COMPLETE.value] * size, pa.string()),
+                "end_seen": pa.array(np.ones(size, dtype=bool)),
+            }
+        )
+
+
+def _greatest(positions: pa.ListArray) -> int:
+    """The index of the greatest of ``positions`` (lists compared as Python compares them), element by element
+    over the Arrow columns."""
+    lengths = pc.list_value_length(positions)
+    candidates = pa.array(np.arange(len(positions)))
+    i = 0
+    while True:
+        longer = pc.filter(candidates, pc.greater(pc.take(lengths, candidates), i))
+        if not len(longer):  # the candidates are equal
+            return int(candidates[0].as_py())
+        values = pc.list_element(pc.take(positions, longer), i)
+        candidates = pc.filter(longer, pc.equal(values, pc.max(values)))
+        i += 1
+
+
+def gather(
+    data: Iterable[DataFrame],
+    transactions: DataFrame | None,
+    ignore_collections: Iterable[str] = (),
+    *,
+    settle: bool = True,
+) -> tuple[dict[str, TxInfo], Settled | None]:
+    """Collect the batch's per-transaction facts (:func:`facts`, one Spark job, read through Arrow).
+
+    Returns:
+        the transactions left to :func:`decide`, as :class:`TxInfo`; and, with ``settle``, the rest
+        (:class:`Settled`), else None and every transaction in the first.
+    """
+    frame = facts(data, transactions, ignore_collections)
+    if frame is None:
+        return {}, None
+    rows = frame.toArrow()
+    if not settle:
+        return {t.key: t for t in map(info_of, _collected(rows))}, None
+    own = rows.column("own")
+    pending = _collected(rows.filter(pc.is_null(own)))
+    return {t.key: t for t in map(info_of, pending)}, Settled(rows.filter(pc.is_valid(own)))
 
 
 def decide(
@@ -308,6 +529,7 @@ def decide(
     on_record_clock: bool | None = None,
     applied_before: Callable[[Sequence[str]], Collection[str]] | None = None,
     lost: Sequence[LostRecords] = (),
+    settled: Settled | None = None,
 ) -> TxPlan:
     """Statuses and partition cuts (pure when ``on_record_clock`` is given and ``applied_before`` is).
 
@@ -321,10 +543,17 @@ def decide(
             is earlier (replays); None: as set by :func:`record_clock`.
         applied_before: given the keys of the batch's incomplete transactions, those an earlier batch
             applied (called at most once, only when some transaction is incomplete); None: none were.
-        lost: the records lost in the gaps the run accepted.
+        lost: the records lost in the gaps the run accepted (their check needs every transaction: with
+            some, ``infos`` holds all of them, :func:`gather` with ``settle=False``).
+        settled: the transactions of the batch not in ``infos``, complete or empty by their own records
+            (from :func:`gather`); those after a cut are held, and move to the plan's ``transactions``.
     """
+    infos = dict(infos)
     if _RECORD_CLOCK.get() if on_record_clock is None else on_record_clock:
-        latest = max((t.last_ts for t in infos.values() if t.last_ts is not None), default=None)
+        stamps = [t.last_ts for t in infos.values() if t.last_ts is not None]
+        if settled is not None and (last := settled.latest_ts()) is not None:
+            stamps.append(last)
+        latest = max(stamps, default=None)
         if latest is not None and latest < now:
             now = latest
     incomplete = []
@@ -346,7 +575,7 @@ def decide(
             tx.status = TxStatus.MISMATCHED if tx.end_seen else TxStatus.EXPIRED
     cuts: dict[TopicPartition, int] = {}
     if not enabled:
-        return TxPlan(dict(infos), cuts, enabled)
+        return TxPlan(infos, cuts, enabled, settled)
     changed = True
     while changed:
         changed = False
@@ -356,11 +585,14 @@ def decide(
                     if first < cuts.get(tp, ranges_end.get(tp, first + 1)):
                         cuts[tp] = first
                         changed = True
+        if changed and settled is not None:
+            for tx in settled.straddling(cuts):
+                infos[tx.key] = tx
         for tx in infos.values():
             if tx.status in APPLIED and any(tp in cuts and last >= cuts[tp] for tp, last in tx.last_offsets.items()):
                 tx.status = TxStatus.HELD
                 changed = True
-    return TxPlan(dict(infos), cuts, enabled)
+    return TxPlan(infos, cuts, enabled, settled)
 
 
 def _own_status(tx: TxInfo) -> TxStatus:
@@ -431,7 +663,8 @@ def before_cuts(
 
 
 def audit_rows(plan: TxPlan, source: str, batch_id: str) -> list[dict[str, Any]]:
-    """Rows for ``cdc_audit.transactions``: one per transaction and data collection."""
+    """Rows for ``cdc_audit.transactions``: one per transaction and data collection (of ``plan.transactions``;
+    its ``settled`` give theirs as Arrow, :meth:`Settled.audit_rows`)."""
     out = []
     for tx in sorted(plan.transactions.values(), key=lambda t: t.key):
         if tx.status is TxStatus.EMPTY:

@@ -34,6 +34,7 @@ from cdclake.lake.catalog import AUDIT_NAMESPACE, CATALOG_NAME
 from cdclake.sql import quote_identifier, quote_name
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 BATCHES = "batches"
@@ -165,16 +166,23 @@ def written(spark: SparkSession, table: AuditTable, write_id: str) -> bool:
 
 
 def append_rows(
-    spark: SparkSession, table: AuditTable, rows: Sequence[Mapping[str, Any]], write_id: str, *, redo: bool
+    spark: SparkSession,
+    table: AuditTable,
+    rows: Sequence[Mapping[str, Any]],
+    write_id: str,
+    *,
+    redo: bool,
+    more: pa.Table | None = None,
 ) -> None:
-    """Append ``rows`` (``recorded_at`` set to now) in one commit, unless ``redo`` and already written."""
-    if not rows:
+    """Append ``rows`` and ``more`` (``recorded_at`` set to now) in one commit, unless ``redo`` and already
+    written."""
+    if not rows and (more is None or not more.num_rows):
         return
     if lake_rows.load(spark, table.sql_name) is None:
         table.ensure(spark)
     elif redo and written(spark, table, write_id):
         return
-    lake_rows.append_rows(spark, table.sql_name, rows, batch_id=write_id, recorded_at=True)
+    lake_rows.append_rows(spark, table.sql_name, rows, batch_id=write_id, recorded_at=True, more=more)
 
 
 def append_frame(spark: SparkSession, table: AuditTable, frame: DataFrame, write_id: str, *, redo: bool) -> bool:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from cdclake.lake.catalog import CATALOG_NAME, LakeConfig, unquote
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
     from pyspark import SparkContext
@@ -92,12 +93,14 @@ def append_rows(
     batch_id: str,
     recorded_at: bool = False,
     lake: LakeConfig | None = None,
+    more: pa.Table | None = None,
 ) -> None:
-    """Append ``rows`` to the existing table ``name`` in one commit carrying ``cdc.batch-id``.
+    """Append ``rows`` and ``more`` to the existing table ``name`` in one commit carrying ``cdc.batch-id``.
 
     Args:
         rows: column values (columns missing from a row are null; timestamps naive local time or aware).
         recorded_at: set the ``recorded_at`` column to now.
+        more: further rows as Arrow columns (columns the table lacks are an error, those missing null).
 
     Raises:
         NoSuchTableError: the table does not exist.
@@ -111,7 +114,10 @@ def append_rows(
     catalog = session_catalog(spark, lake)
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         table = catalog.load_table(identifier(name))
-        data = pa.Table.from_pylist(values, schema=table.schema().as_arrow())
+        schema = table.schema().as_arrow()
+        data = pa.Table.from_pylist(values, schema=schema)
+        if more is not None:
+            data = pa.concat_tables([data, _conformed(more, schema, now if recorded_at else None)])
         try:
             table.append(data, snapshot_properties={"cdc.batch-id": batch_id})
             break
@@ -119,6 +125,24 @@ def append_rows(
             if attempt == COMMIT_ATTEMPTS:
                 raise
     spark.catalog.refreshTable(name)
+
+
+def _conformed(table: pa.Table, schema: pa.Schema, recorded_at: datetime | None) -> pa.Table:
+    """``table`` with ``schema``'s columns in its order, missing ones null (``recorded_at``: that time)."""
+    import pyarrow as pa
+
+    columns = []
+    for f in schema:
+        if f.name in table.column_names:
+            columns.append(table.column(f.name).cast(f.type))
+        elif f.name == "recorded_at" and recorded_at is not None:
+            columns.append(pa.array([recorded_at] * table.num_rows, f.type))
+        else:
+            columns.append(pa.nulls(table.num_rows, f.type))
+    unknown = set(table.column_names) - set(schema.names)
+    if unknown:
+        raise ValueError(f"columns {sorted(unknown)} are not in the table's schema {schema.names}")
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def _arrow_values(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -372,4 +373,134 @@ def test_transaction_facts_read_through_arrow_are_the_rows_collect_gives(spark: 
         "array(named_struct('data_collection', 'inventory.orders', 'event_count', CAST(3 AS BIGINT))), 7), "
         "('3', CAST(NULL AS TIMESTAMP), NULL, NULL, NULL) AS t(id, ts, position, data_collections, n)"
     )
-    assert _collected(frame) == [r.asDict(recursive=True) for r in frame.collect()]
+    assert _collected(frame.toArrow()) == [r.asDict(recursive=True) for r in frame.collect()]
+
+
+def _facts_batch(spark: SparkSession) -> tuple[list, object, dict]:
+    """Decoded-shape change rows and BEGIN/END rows of 7 PostgreSQL transactions over two tables (s.t, s.u):
+    complete ones (one with a redelivered event, one whose END counts signal events), an incomplete one in
+    the middle (its END counts an s.u event the batch lacks), a complete one after it, a BEGIN without
+    events, and one with more events than its END counts."""
+    ts = datetime(2026, 11, 27, 10, 0)
+    data: list[tuple] = []
+    meta: list[tuple] = []
+    offsets: dict[str, int] = {}
+
+    def at(topic: str) -> int:
+        offsets[topic] = offsets.get(topic, -1) + 1
+        return offsets[topic]
+
+    def event(tx: int, table: str, order: int, op: str = "c") -> None:
+        topic = f"p.s.{table}"
+        data.append(
+            ("postgresql", f"{tx}:{tx * 10 + order}", order, "s", None, table, topic, 0, at(topic), ts,
+             [Decimal(tx), Decimal(order)], op)
+        )  # fmt: skip
+
+    def mark(tx: int, status: str, counts: dict[str, int] | None = None) -> None:
+        collections = None if counts is None else [{"data_collection": k, "event_count": v} for k, v in counts.items()]
+        total = None if counts is None else sum(counts.values())
+        meta.append(("p.transaction", 0, at("p.transaction"), ts, status, f"{tx}:{tx * 10}", total, collections))
+
+    mark(100, "BEGIN"), event(100, "t", 1)
+    data.append(data[-1][:8] + (at("p.s.t"),) + data[-1][9:])  # the same event redelivered
+    mark(100, "END", {"s.t": 1})
+    (
+        mark(101, "BEGIN"),
+        event(101, "t", 1),
+        event(101, "u", 2),
+        mark(101, "END", {"s.t": 1, "s.u": 1, "s.debezium_signal": 2}),
+    )
+    mark(102, "BEGIN"), event(102, "t", 1), event(102, "u", 2), mark(102, "END", {"s.t": 1, "s.u": 2})
+    mark(103, "BEGIN"), event(103, "t", 1), mark(103, "END", {"s.t": 1})
+    mark(104, "BEGIN")
+    mark(105, "BEGIN"), event(105, "u", 1), event(105, "u", 2), mark(105, "END", {"s.u": 1})
+    mark(106, "BEGIN"), event(106, "t", 1), mark(106, "END", {"s.t": 1})
+    frame = spark.createDataFrame(
+        data,
+        "_cdc_connector string, _cdc_tx_id string, _cdc_tx_total_order bigint, _cdc_schema string, _cdc_db string, "
+        "_cdc_table string, _cdc_topic string, _cdc_partition int, _cdc_offset bigint, _cdc_kafka_ts timestamp, "
+        "_cdc_position array<decimal(38,0)>, _cdc_op string",
+    )
+    transactions = spark.createDataFrame(
+        meta,
+        "topic string, partition int, offset bigint, kafka_ts timestamp, status string, id string, "
+        "event_count bigint, data_collections array<struct<data_collection:string,event_count:bigint>>",
+    )
+    ends = {(t, 0): n + 1 for t, n in offsets.items()}
+    return [frame], transactions, ends
+
+
+def test_transactions_settled_in_spark_decide_as_the_python_decision_does(spark: SparkSession) -> None:
+    """Complete transactions stay Arrow rows (Settled) until a cut reaches them; the plan, its counts, frontier
+    and audit rows are those of deciding every transaction in Python."""
+    from cdclake.ingest.transactions import audit_rows, gather
+
+    data, transactions, ends = _facts_batch(spark)
+    now = datetime(2026, 11, 27, 10, 1)
+
+    def plan(settle: bool):
+        infos, settled = gather(data, transactions, ["s.debezium_signal"], settle=settle)
+        return decide(infos, ends, now=now, max_incomplete_age=timedelta(minutes=10), settled=settled)
+
+    fast, full = plan(True), plan(False)
+    assert full.settled is None and fast.settled is not None
+    assert {k: t.status for k, t in full.transactions.items()} == {
+        "100": TxStatus.COMPLETE,
+        "101": TxStatus.COMPLETE,
+        "102": TxStatus.HELD,  # END counts 2 events of s.u, one is in the batch
+        "103": TxStatus.HELD,  # complete, but after 102's first record
+        "104": TxStatus.EMPTY,
+        "105": TxStatus.HELD,  # two events where END counts one: mismatched, and after the cut
+        "106": TxStatus.HELD,
+    }
+    # only what the own records left open, and what the cuts reached, became Python objects
+    assert {k: t.status for k, t in fast.transactions.items()} == {
+        k: t.status for k, t in full.transactions.items() if k not in ("100", "101")
+    }  # 104 is empty, but its BEGIN is after the transaction topic's cut
+    assert fast.cuts == full.cuts == {("p.s.t", 0): 3, ("p.s.u", 0): 1, ("p.transaction", 0): 4}
+    assert fast.counts() == full.counts()
+    assert fast.frontier() is not None and full.frontier() is not None
+    assert (fast.frontier().key, fast.frontier().position) == (full.frontier().key, full.frontier().position)
+    assert full.frontier().key == "101"
+    assert fast.transactions["103"].observed == full.transactions["103"].observed == {"s.t": 1}
+    assert fast.transactions["103"].last_offsets == full.transactions["103"].last_offsets
+
+    def audit(p) -> list[tuple]:
+        rows = audit_rows(p, "src", "b1")
+        if p.settled is not None:
+            rows += p.settled.audit_rows("src", "b1").to_pylist()
+        return sorted(tuple(r.values()) for r in rows)
+
+    assert audit(fast) == audit(full)
+    assert ("src", "b1", "101", "s.u", 1, 1, 1, "complete", True) in audit(fast)
+    # without the cut every complete transaction stays settled
+    infos, settled = gather(data, transactions, ["s.debezium_signal"])
+    no_cut = decide(
+        infos, ends, now=now + timedelta(hours=1), max_incomplete_age=timedelta(minutes=10), settled=settled
+    )
+    assert no_cut.cuts == {}
+    assert {k: t.status for k, t in no_cut.transactions.items()} == {
+        "102": TxStatus.MISMATCHED,
+        "105": TxStatus.MISMATCHED,
+    }
+    assert no_cut.counts()["complete"] == 4 and no_cut.counts()["empty"] == 1
+    assert no_cut.frontier().key == "106"
+
+
+@pytest.mark.parametrize(
+    "positions, greatest",
+    [
+        ([[5, 1], [5, 2], [4, 9]], 1),
+        ([[5], [5, 0], [4, 9, 9]], 1),  # a longer list with an equal prefix is greater, as in Python
+        ([[], [0]], 1),
+        ([[7, 7], [7, 7]], 0),
+    ],
+)
+def test_the_greatest_position_is_found_over_arrow_columns(positions: list[list[int]], greatest: int) -> None:
+    import pyarrow as pa
+
+    from cdclake.ingest.transactions import _greatest
+
+    column = pa.array([[Decimal(x) for x in p] for p in positions], pa.list_(pa.decimal128(38, 0)))
+    assert _greatest(column) == greatest == positions.index(max(positions))

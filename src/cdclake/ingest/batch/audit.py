@@ -107,7 +107,8 @@ def _dead_letters(ctx: BatchContext, plan: BatchPlan, dead: DataFrame) -> DeadLe
 
 def _transactions(ctx: BatchContext, plan: BatchPlan, tx: TxDecision) -> None:
     rows = audit_rows(tx.plan, ctx.name, plan.batch_id)
-    audit.append_rows(ctx.spark, audit.TRANSACTIONS, rows, plan.batch_id, redo=plan.redo)
+    settled = None if tx.plan.settled is None else tx.plan.settled.audit_rows(ctx.name, plan.batch_id)
+    audit.append_rows(ctx.spark, audit.TRANSACTIONS, rows, plan.batch_id, redo=plan.redo, more=settled)
     for t in tx.plan.transactions.values():
         if t.status is TxStatus.MISMATCHED:
             logger.error(

@@ -75,8 +75,10 @@ def decide_transactions(ctx: BatchContext, plan: BatchPlan, decoded: BatchDecode
         carrying = [f for t, f in decoded.own.items() if stats[t] is None or stats[t].transactional]
         metadata = decoded.batch.transactions if decoded.has("transactions") else None
         assert plan.planned_at is not None, "the PLANNED row is committed before transactions are decided"
+        lost = lost_records(plan, decoded)
+        infos, settled = gather(carrying, metadata, source.signal_tables, settle=not lost)
         tx_plan = decide(
-            gather(carrying, metadata, source.signal_tables),
+            infos,
             cut_offsets(end_offsets(plan.ranges), decoded.schema_cuts),
             now=plan.planned_at,
             max_incomplete_age=timedelta(seconds=source.max_incomplete_age_s),
@@ -84,7 +86,8 @@ def decide_transactions(ctx: BatchContext, plan: BatchPlan, decoded: BatchDecode
             applied_before=lambda keys: audit.applied_transactions(
                 ctx.spark, ctx.name, keys, except_batch=plan.batch_id
             ),
-            lost=lost_records(plan, decoded),
+            lost=lost,
+            settled=settled,
         )
         _log_applied_incomplete(ctx, plan, tx_plan)
         cuts = cut_offsets(tx_plan.cuts, decoded.schema_cuts)

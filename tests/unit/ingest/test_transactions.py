@@ -8,12 +8,12 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from cdclake.ingest.config import SourceConfig
 from cdclake.ingest.offsets import OffsetRange, end_offsets
 from cdclake.ingest.runner import replay_files
-from cdclake.ingest.transactions import LostRecords, TxInfo, TxStatus, decide, tx_key_py
+from cdclake.ingest.transactions import LostRecords, TxInfo, TxPlan, TxStatus, decide, tx_key_py
 
 from .conftest import RunBatch, rows
 from .events import PgTable, Transaction, TxLog
@@ -376,7 +376,7 @@ def test_transaction_facts_read_through_arrow_are_the_rows_collect_gives(spark: 
     assert _collected(frame.toArrow()) == [r.asDict(recursive=True) for r in frame.collect()]
 
 
-def _facts_batch(spark: SparkSession) -> tuple[list, object, dict]:
+def _facts_batch(spark: SparkSession) -> tuple[list[DataFrame], DataFrame, dict[tuple[str, int], int]]:
     """Decoded-shape change rows and BEGIN/END rows of 7 PostgreSQL transactions over two tables (s.t, s.u):
     complete ones (one with a redelivered event, one whose END counts signal events), an incomplete one in
     the middle (its END counts an s.u event the batch lacks), a complete one after it, a BEGIN without
@@ -439,7 +439,7 @@ def test_transactions_settled_in_spark_decide_as_the_python_decision_does(spark:
     data, transactions, ends = _facts_batch(spark)
     now = datetime(2026, 11, 27, 10, 1)
 
-    def plan(settle: bool):
+    def plan(settle: bool) -> TxPlan:
         infos, settled = gather(data, transactions, ["s.debezium_signal"], settle=settle)
         return decide(infos, ends, now=now, max_incomplete_age=timedelta(minutes=10), settled=settled)
 
@@ -466,7 +466,7 @@ def test_transactions_settled_in_spark_decide_as_the_python_decision_does(spark:
     assert fast.transactions["103"].observed == full.transactions["103"].observed == {"s.t": 1}
     assert fast.transactions["103"].last_offsets == full.transactions["103"].last_offsets
 
-    def audit(p) -> list[tuple]:
+    def audit(p: TxPlan) -> list[tuple]:
         rows = audit_rows(p, "src", "b1")
         if p.settled is not None:
             rows += p.settled.audit_rows("src", "b1").to_pylist()

@@ -60,6 +60,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.ingest.offsets import TopicPartition
+from cdclake.lake.rows import local_time
 
 SPLIT_ID_CONNECTORS = ("postgresql", "informix")
 #: Connectors whose TRUNCATE is a transaction of its own without an END event (see the module docstring).
@@ -420,10 +421,7 @@ class Settled:
 
     def latest_ts(self) -> datetime | None:
         """The latest timestamp of their records (naive local time, as :class:`TxInfo` holds it)."""
-        latest = pc.max(self.rows.column("last_ts")).as_py()
-        if latest is not None and latest.tzinfo is not None:
-            latest = latest.astimezone().replace(tzinfo=None)
-        return latest
+        return local_time(pc.max(self.rows.column("last_ts")).as_py())
 
     def straddling(self, cuts: Mapping[TopicPartition, int]) -> list[TxInfo]:
         """Those not moved yet with a record at or after a cut of their partition; they move."""

@@ -19,6 +19,8 @@ KEEP = "_keep"
 STALE = "_stale"
 #: The table holds a row for the event's key (set by :func:`mark_stale`).
 IN_TARGET = "_in_target"
+#: The tombstone table holds a tombstone of the event's key (set by :func:`mark_stale`).
+TOMBSTONED = "_tombstoned"
 
 
 def position_literal(position: Sequence[int]) -> str:
@@ -92,8 +94,8 @@ def mark_stale(
     *,
     broadcast_keys: bool = False,
 ) -> DataFrame:
-    """Add ``_stale`` (the event is not newer than the stored row or the key's delete tombstone) and
-    ``_in_target`` (the table holds a row for the key).
+    """Add ``_stale`` (the event is not newer than the stored row or the key's delete tombstone),
+    ``_in_target`` (the table holds a row for the key) and ``_tombstoned`` (the key has a tombstone).
 
     A delete whose tombstone is already there (a redo after a crash between the tombstone commit and the
     table's) is stale only once the table no longer holds the key: otherwise the redo deletes the row.
@@ -129,9 +131,11 @@ def mark_stale(
             | F.coalesce((tomb == position) & stored_pos.isNull(), F.lit(False))
         )
     in_target = F.col("__pos_t").isNotNull() if "__pos_t" in out.columns else F.lit(False)
+    tombstoned = F.col("__pos_x").isNotNull() if "__pos_x" in out.columns else F.lit(False)
     return (
         out.withColumn(STALE, stale)
         .withColumn(IN_TARGET, in_target)
+        .withColumn(TOMBSTONED, tombstoned)
         .drop(*[c for c in out.columns if c.startswith("__pos_")])
     )
 
@@ -199,7 +203,11 @@ def insert_frame(rows: DataFrame, target_schema: T.StructType, data_columns: Seq
 
 
 def tombstone_merge_sql(target: str, source_view: str, key_columns: Sequence[str]) -> str:
-    """Record (or advance) the delete tombstone of every key deleted in the batch."""
+    """Record (or advance) the delete tombstone of every key deleted in ``source_view``.
+
+    The upsert MERGEs only the deletes of keys that already have a tombstone (``_tombstoned``); the others'
+    tombstones are new and appended (:func:`tombstone_rows`).
+    """
     on = _key_match("d", "x", key_columns)
     cols = ", ".join(quote_identifier(k) for k in key_columns)
     vals = ", ".join(f"x.{quote_identifier(k)}" for k in key_columns)
@@ -209,6 +217,15 @@ def tombstone_merge_sql(target: str, source_view: str, key_columns: Sequence[str
         "d._cdc_position = x._cdc_position, d._cdc_deleted_at = current_timestamp()\n"
         f"WHEN NOT MATCHED THEN INSERT ({cols}, _cdc_position, _cdc_deleted_at) "
         f"VALUES ({vals}, x._cdc_position, current_timestamp())"
+    )
+
+
+def tombstone_rows(deletes: DataFrame, key_columns: Sequence[str]) -> DataFrame:
+    """The tombstone table's rows of ``deletes`` (delete events): key columns, position, ingest time now."""
+    return deletes.select(
+        *[F.col(quote_identifier(k)) for k in key_columns],
+        F.col("_cdc_position"),
+        F.current_timestamp().alias("_cdc_deleted_at"),
     )
 
 

@@ -274,6 +274,10 @@ class TableApplier:
             ).alias(f"n{i}")
             for i, (op, stale, present) in enumerate(splits)
         ]
+        # the fresh deletes of keys that already have a tombstone: theirs is advanced by a MERGE, the others' appended
+        tallies.append(
+            F.count_if((F.col("_cdc_op") == "d") & ~F.col(apply.STALE) & F.col(apply.TOMBSTONED)).alias("redeleted")
+        )
         first_batch = self._never_written(self.name) and self._never_written(self.tombstones)
         if first_batch:
             # a table's first batch (its initial snapshot, typically the largest): nothing stored, nothing
@@ -281,6 +285,7 @@ class TableApplier:
             marked = (
                 latest.withColumn(apply.STALE, F.lit(False))
                 .withColumn(apply.IN_TARGET, F.lit(False))
+                .withColumn(apply.TOMBSTONED, F.lit(False))
                 .observe(observed, *tallies)
                 .localCheckpoint(eager=True)
             )
@@ -309,16 +314,7 @@ class TableApplier:
             fresh = marked.where(~F.col(apply.STALE)).drop(apply.STALE)
             tag = abs(hash(self.name))
             if counts.get(("d", False)):
-                if first_batch:  # no tombstone yet: every deleted key's is new
-                    deletes = fresh.where(F.col("_cdc_op") == "d").select(
-                        *[F.col(quote_identifier(k)) for k in keys],
-                        F.col("_cdc_position"),
-                        F.current_timestamp().alias("_cdc_deleted_at"),
-                    )
-                    deletes.writeTo(self.tombstones).append()
-                else:
-                    fresh.createOrReplaceTempView(f"cdc_batch_{tag}")
-                    self.spark.sql(apply.tombstone_merge_sql(self.tombstones, f"cdc_batch_{tag}", keys))
+                self._write_tombstones(fresh, counts[("d", False)], int(tally["redeleted"]), tag)
                 crash_point("tombstones")
             matched = sum(n for (_, stale, present), n in split.items() if present and not stale)
             added = sum(n for (op, stale, present), n in split.items() if not present and not stale and op != "d")
@@ -327,6 +323,21 @@ class TableApplier:
             marked.unpersist()
             if narrow:
                 latest.unpersist()
+
+    def _write_tombstones(self, fresh: DataFrame, deletes: int, redeleted: int, tag: int) -> None:
+        """Record the tombstones of the fresh deletes (``deletes`` of them, ``redeleted`` of keys with a tombstone).
+
+        A key's first tombstone is appended; a key deleted again (re-inserted since, or a redo that finds the
+        delete's own tombstone) has its tombstone advanced by a MERGE. So each key keeps one tombstone, its
+        newest delete's, and a redelivered or redone delete adds none.
+        """
+        keys = self.info.key_columns
+        deleted = fresh.where(F.col("_cdc_op") == "d")
+        if redeleted < deletes:
+            apply.tombstone_rows(deleted.where(~F.col(apply.TOMBSTONED)), keys).writeTo(self.tombstones).append()
+        if redeleted:
+            deleted.where(F.col(apply.TOMBSTONED)).createOrReplaceTempView(f"cdc_batch_{tag}")
+            self.spark.sql(apply.tombstone_merge_sql(self.tombstones, f"cdc_batch_{tag}", keys))
 
     def _write_upsert(
         self,

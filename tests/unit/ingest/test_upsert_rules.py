@@ -55,14 +55,21 @@ def test_across_batches_and_a_late_older_event_does_not_resurrect_a_delete(
     table.create({"id": 1, "name": "back", "qty": 5}, lsn=400)
     ingest(table.take())
     assert rows(spark, prefix) == [(1, "back", 5), (2, "b", 1)]
-    # deleted again: its tombstone advances, and decides what is stale
+    # deleted again: its tombstone advances (a MERGE), and decides what is stale; in the same batch a key
+    # deleted for the first time gets its first tombstone (an append)
+    table.create({"id": 3, "name": "c", "qty": 1}, lsn=490)
     table.delete({"id": 1}, lsn=500)
+    table.delete({"id": 2}, lsn=501)
     ingest(table.take())
+    assert _tombstones(spark, prefix) == [(1, 500), (2, 501)]
     table.update({"id": 1, "name": "late", "qty": 8}, lsn=450)
+    # the key's delete once more, at a later Kafka offset (so a newer position): its tombstone is advanced, not
+    # doubled
+    table.delete({"id": 2}, lsn=501)
     summary = ingest(table.take())
-    assert rows(spark, prefix) == [(2, "b", 1)]
+    assert rows(spark, prefix) == [(3, "c", 1)]
     assert summary.tables[f"lake.{prefix}.inventory.items"]["skipped"] == 1
-    assert _tombstones(spark, prefix) == [(1, 500)]
+    assert _tombstones(spark, prefix) == [(1, 500), (2, 501)]
 
 
 def _tombstones(spark: SparkSession, prefix: str) -> list[tuple[int, int]]:
@@ -210,4 +217,5 @@ def test_a_redo_after_the_tombstones_committed_still_deletes_the_row(
     assert redo.redo
     assert rows(spark, prefix) == [(2, "b2", 2)]
     assert redo.tables[f"lake.{prefix}.inventory.items"]["applied_by_op"] == {"d": 1, "u": 1}
+    assert _tombstones(spark, prefix) == [(1, 200)]  # the redo found the delete's tombstone and added none
     assert ingest([]).status == "no-new-records"

@@ -255,22 +255,34 @@ class DecodedBatch:
     _persisted: list[DataFrame] = field(default_factory=list)
     discovery: str = "pass"
     _stats: dict[TableId, TableStats] = field(default_factory=dict)
+    #: the side outputs' projections that their rows, dead letters and counting frames read (the transaction
+    #: topics': :attr:`cdclake.decode.dead_letters.SideOutput.staged`)
+    _side_staged: list[DataFrame] = field(default_factory=list)
 
     def materialise(self, level: StorageLevel | None = None) -> DecodedBatch:
-        """Cache each data topic's decoding (at its first use) and rebuild ``tables`` and ``dead_letters`` on it.
+        """Cache each data topic's decoding and the side outputs' projections (at their first use) and rebuild
+        ``tables`` and ``dead_letters`` on them.
 
         The outputs stay lazy DataFrames, but every later use (counts, transaction gathering, apply, dead
-        letters) reads the cached rows instead of parsing and converting the records again. Call
-        :meth:`release` when done.
+        letters) reads the cached rows instead of parsing and converting the records again. A side output's
+        rows, dead letters and counting frame were built on its projection: Spark's cache manager substitutes
+        the cached rows for it in their plans when they run. Call :meth:`release` when done.
 
         Returns:
             self.
         """
-        if self._persisted or not self._staged or self._other_dead is None:
+        if self._persisted or (not self._staged and not self._side_staged) or self._other_dead is None:
             return self
+
+        def persist(frame: DataFrame) -> DataFrame:
+            cached = frame.persist(level) if level is not None else frame.persist()
+            self._persisted.append(cached)
+            return cached
+
+        for side in self._side_staged:
+            persist(side)
         for staged in self._staged:
-            staged.frame = staged.frame.persist(level) if level is not None else staged.frame.persist()
-            self._persisted.append(staged.frame)
+            staged.frame = persist(staged.frame)
         self.tables, self.dead_letters = assemble(self._staged, self._other_dead)
         return self
 

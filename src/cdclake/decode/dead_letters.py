@@ -23,11 +23,13 @@ DEAD_LETTER_COLUMNS = ("topic", "partition", "offset", "key", "value", "reason")
 
 
 class SideOutput(NamedTuple):
-    """A side output's rows, dead letters and counting frame (:func:`cdclake.decode.counts.counted`)."""
+    """A side output's rows, dead letters and counting frame (:func:`cdclake.decode.counts.counted`), and the
+    projection all three read when it is worth caching (:meth:`cdclake.decode.DecodedBatch.materialise`)."""
 
     rows: DataFrame
     dead: DataFrame
     categories: DataFrame
+    staged: DataFrame | None = None
 
 
 def dead(frame: DataFrame, reason: Column | str) -> DataFrame:

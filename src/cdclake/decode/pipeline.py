@@ -128,6 +128,7 @@ def _assemble(
         data.staged,
         other_dead,
         discovery="sample" if sampled else "pass",
+        _side_staged=[o.staged for o in (transactions, schema_changes) if o.staged is not None],
     )
 
 

@@ -9,8 +9,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdclake.debezium import fields as f
-from cdclake.decode.batch import TOMBSTONE
-from cdclake.decode.dead_letters import SideOutput, categorised, corrupt_or, dead, split
+from cdclake.decode.batch import TOMBSTONE, barrier, behind_barrier, unusable
+from cdclake.decode.dead_letters import SideOutput, categorised, corrupt_or, dead
 from cdclake.decode.options import DecodeOptions
 
 if TYPE_CHECKING:
@@ -59,7 +59,12 @@ def _parse(frame: DataFrame, wire: T.StructType, schemas: bool) -> tuple[DataFra
 
 
 def decode_transactions(recs: DataFrame, topics: list[str], options: DecodeOptions) -> SideOutput:
-    """The transaction events of ``topics``, their dead letters and their counting frame."""
+    """The transaction events of ``topics``, their dead letters and their counting frame.
+
+    All three read one narrow projection of the records (:attr:`SideOutput.staged`): the event's fields, its
+    coordinates and, for a dead letter only, its raw key and value. :meth:`cdclake.decode.DecodedBatch.materialise`
+    caches it, so the counting pass parses each record once and the transactions phase reads the cached rows.
+    """
     frame = recs.where(F.col("topic").isin(*topics)) if topics else recs.where(F.lit(False))
     parsed, env = _parse(frame, TX_EVENT_WIRE, options.value_schemas_enabled)
     status = F.upper(env[f.TX_STATUS])
@@ -70,17 +75,18 @@ def decode_transactions(recs: DataFrame, topics: list[str], options: DecodeOptio
         .when(~F.coalesce(status.isin(f.TX_STATUS_BEGIN, f.TX_STATUS_END), F.lit(False)), F.lit("unknown_tx_status"))
         .when(env[f.TX_ID].isNull(), F.lit("missing_tx_id"))
     )
-    staged, usable, unusable = split(parsed, reason)
     collections = F.transform(
         env[f.TX_DATA_COLLECTIONS],
         lambda c: F.struct(
             c[f.TX_DATA_COLLECTION].alias("data_collection"), _long(c[f.TX_EVENT_COUNT]).alias("event_count")
         ),
     )
-    rows = staged.where(usable).select(
+    fields = parsed.select(
         F.col("topic"),
         F.col("partition"),
         F.col("offset"),
+        F.col("key"),
+        F.col("value"),
         F.col("timestamp").alias("kafka_ts"),
         F.regexp_replace(F.col("topic"), r"\.transaction$", "").alias("server"),
         status.alias("status"),
@@ -88,5 +94,30 @@ def decode_transactions(recs: DataFrame, topics: list[str], options: DecodeOptio
         _long(env[f.TX_EVENT_COUNT]).alias("event_count"),
         collections.alias("data_collections"),
         F.timestamp_millis(_long(env[f.TS_MS])).alias("ts"),
+        reason.alias("_reason"),
     )
-    return SideOutput(rows, dead(staged.where(unusable), F.col("_reason")), categorised(staged, "transactions"))
+    bad = unusable(F.col("_reason"))
+    staged = fields.select(
+        *[F.col(c) for c in fields.columns if c not in ("key", "value")],
+        *[F.when(bad, F.col(c)).alias(c) for c in ("key", "value")],
+        barrier(),
+    )
+    rows = staged.where(behind_barrier(F.col("_reason").isNull())).select(*TX_ROW_COLUMNS)
+    return SideOutput(
+        rows, dead(staged.where(behind_barrier(bad)), F.col("_reason")), categorised(staged, "transactions"), staged
+    )
+
+
+#: The columns of the transaction events (``DecodedBatch.transactions``).
+TX_ROW_COLUMNS = (
+    "topic",
+    "partition",
+    "offset",
+    "kafka_ts",
+    "server",
+    "status",
+    "id",
+    "event_count",
+    "data_collections",
+    "ts",
+)

@@ -64,6 +64,35 @@ def test_every_output_parses_each_record_once(spark: SparkSession, schemas: bool
         assert _parses(frame) == 1  # the cached projection's plan, parsed once when it is filled
 
 
+def test_a_materialised_batch_reads_its_transaction_events_from_the_cache(spark: SparkSession) -> None:
+    """The transaction topics' projection is cached with the data topics': the counting pass parses each
+    BEGIN/END record once, and the events and dead letters read the cached rows (which keep a record's raw key
+    and value only when it is a dead letter)."""
+    bad = record("pg.transaction", 1, '{"payload": {"status": "COMMIT", "id": "9"}}', key_text='{"id": "9"}')
+    records = [*_batch(spark, True), bad]
+    options = DecodeOptions(value_schemas_enabled=True, include_before=False)
+    lazy = decode_records(records_from_dicts(spark, records), options=options)
+    batch = decode_records(records_from_dicts(spark, records), options=options).materialise()
+    try:
+        for frame in (batch.transactions, batch.dead_letters):
+            assert "InMemoryTableScan" in str(frame.select("*")._jdf.queryExecution().executedPlan().toString())
+        assert batch.counts() == lazy.counts()
+        (staged,) = batch._side_staged
+        assert staged.is_cached
+        assert sorted((r["offset"], r["key"] is None, r["value"] is None) for r in staged.collect()) == [
+            (0, True, True),  # BEGIN: an event, its raw record not kept
+            (1, False, False),  # an unknown status: a dead letter, kept whole
+        ]
+        assert [(r["id"], r["status"]) for r in batch.transactions.collect()] == [("571", "BEGIN")]
+        dead = [r for r in batch.dead_letters.collect() if r["topic"] == "pg.transaction"]
+        assert [(r["offset"], r["reason"], r["key"], r["value"]) for r in dead] == [
+            (1, "unknown_tx_status", bad["key"], bad["value"])
+        ]
+    finally:
+        batch.release()
+    assert not staged.is_cached
+
+
 def _schema_source():  # type: ignore[no-untyped-def]
     from cdclake.decode import ConnectSchemaSource
 

@@ -13,7 +13,8 @@ time, over every inserted row still live at the end (one inserted and deleted wi
 follower is stopped once the table holds all of them. Both clocks are this machine's.
 
 Usage: ``.venv/bin/python benchmarks/bench_latency.py [--rate 1000] [--seconds 60]`` (starts the stack, without
-Airflow, if it is down). Prints the latency percentiles, the batches' walls and the median of each phase.
+Airflow, if it is down). Prints the latency percentiles, the batches' walls and the median of each phase, then each batch's records,
+wall and apply time.
 """
 
 from __future__ import annotations
@@ -205,6 +206,11 @@ def main() -> None:
         names = dict.fromkeys(name for b in loaded for name in b["phases_s"])
         phases = {name: statistics.median(b["phases_s"].get(name, 0.0) for b in loaded) for name in names}
         print("phase medians: " + ", ".join(f"{name} {s:.2f} s" for name, s in phases.items()))
+        for i, b in enumerate(loaded, 1):
+            print(
+                f"  batch {i}: {b['records']:,} records, {sum(b['phases_s'].values()):.2f} s "
+                f"(apply {b['phases_s'].get('apply', 0.0):.2f} s)"
+            )
     print(f"follower: {result['committed_batches']} batches, {result['records']:,} records, stopped by "
           f"{result['stopped_by']}")  # fmt: skip
 

@@ -238,12 +238,18 @@ def facts(
     Returns:
         None when neither holds a transaction.
     """
-    ignored = sorted({collection_name(c) for c in ignore_collections})
+    frames = list(data)
+    sides = [_data_side(frames)] if frames else []
+    if transactions is not None:
+        sides.append(_metadata_side(transactions, sorted({collection_name(c) for c in ignore_collections})))
+    if not sides:
+        return None
+    return _with_own(sides[0] if len(sides) == 1 else sides[0].join(sides[1], "tx", "full"))
 
-    def is_ignored(name: Column) -> Column:
-        return _collection(name).isin(*ignored) if ignored else F.lit(False)
 
-    sides: list[DataFrame] = []
+def _data_side(data: list[DataFrame]) -> DataFrame:
+    """Per transaction of the change rows: ``observed`` (distinct events per data collection), the greatest
+    ``position``, ``ops``, ``connector``, and their offsets and timestamps (``d_``-prefixed, :func:`_spans`)."""
     frames = [
         d.where(F.col("_cdc_tx_id").isNotNull()).select(
             tx_key(F.col("_cdc_connector"), F.col("_cdc_tx_id")).alias("tx"),
@@ -261,66 +267,75 @@ def facts(
         )
         for d in data
     ]
-    if frames:
-        events = frames[0]
-        for other in frames[1:]:
-            events = events.unionByName(other)
-        counted = (
-            events.groupBy("tx", "dc")
-            .agg(
-                F.count_distinct("total_order").alias("n"),
-                F.max("position").alias("position"),
-                F.collect_set("op").alias("ops"),
-                F.first("connector", ignorenulls=True).alias("connector"),
-            )
-            .groupBy("tx")
-            .agg(
-                F.collect_list(F.struct("dc", "n")).alias("observed"),
-                F.max("position").alias("position"),
-                F.array_distinct(F.flatten(F.collect_list("ops"))).alias("ops"),
-                F.first("connector", ignorenulls=True).alias("connector"),
-            )
+    events = frames[0]
+    for other in frames[1:]:
+        events = events.unionByName(other)
+    counted = (
+        events.groupBy("tx", "dc")
+        .agg(
+            F.count_distinct("total_order").alias("n"),
+            F.max("position").alias("position"),
+            F.collect_set("op").alias("ops"),
+            F.first("connector", ignorenulls=True).alias("connector"),
         )
-        sides.append(counted.join(_spans(events, "ts", "d_"), "tx"))
-    if transactions is not None:
-        # BEGIN/END carry no connector: "<digits>:<digits>" is the PostgreSQL/Informix style
-        # (a MySQL GTID "<uuid>:<n>" is used whole, like in its data events)
-        meta = transactions.select(
-            F.when(F.col("id").rlike(_SPLIT_ID), F.split("id", ":").getItem(0)).otherwise(F.col("id")).alias("tx"),
-            "topic",
-            "partition",
-            "offset",
-            "kafka_ts",
-            "status",
-            "event_count",
-            "data_collections",
+        .groupBy("tx")
+        .agg(
+            F.collect_list(F.struct("dc", "n")).alias("observed"),
+            F.max("position").alias("position"),
+            F.array_distinct(F.flatten(F.collect_list("ops"))).alias("ops"),
+            F.first("connector", ignorenulls=True).alias("connector"),
         )
-        end = F.struct("topic", "partition", "offset", "event_count", "data_collections")
-        spans = _spans(meta, "kafka_ts", "m_", end=F.max_by(end, F.when(F.col("status") == "END", F.col("offset"))))
-        dcs = F.coalesce(F.col("end.data_collections"), F.array())
-        sides.append(
-            spans.select(
-                "tx",
-                "m_offsets",
-                "m_first_ts",
-                "m_last_ts",
-                F.col("end").isNotNull().alias("end_seen"),
-                F.col("end.topic").alias("end_topic"),
-                F.col("end.partition").alias("end_partition"),
-                F.col("end.offset").alias("end_offset"),
-                F.transform(
-                    F.filter(dcs, lambda d: ~is_ignored(d["data_collection"])),
-                    lambda d: F.struct(_collection(d["data_collection"]).alias("dc"), d["event_count"].alias("n")),
-                ).alias("expected"),
-                (
-                    F.col("end.event_count")
-                    - _sum_n(F.filter(dcs, lambda d: is_ignored(d["data_collection"])), "event_count")
-                ).alias("expected_total"),
-            )
-        )
-    if not sides:
-        return None
-    joined = sides[0] if len(sides) == 1 else sides[0].join(sides[1], "tx", "full")
+    )
+    return counted.join(_spans(events, "ts", "d_"), "tx")
+
+
+def _metadata_side(transactions: DataFrame, ignored: list[str]) -> DataFrame:
+    """Per transaction of the BEGIN/END events: their offsets and timestamps (``m_``-prefixed), whether its END
+    was seen and where, and the END's counts (``expected`` per data collection, ``expected_total``) without the
+    ``ignored`` collections."""
+
+    def is_ignored(name: Column) -> Column:
+        return _collection(name).isin(*ignored) if ignored else F.lit(False)
+
+    # BEGIN/END carry no connector: "<digits>:<digits>" is the PostgreSQL/Informix style
+    # (a MySQL GTID "<uuid>:<n>" is used whole, like in its data events)
+    meta = transactions.select(
+        F.when(F.col("id").rlike(_SPLIT_ID), F.split("id", ":").getItem(0)).otherwise(F.col("id")).alias("tx"),
+        "topic",
+        "partition",
+        "offset",
+        "kafka_ts",
+        "status",
+        "event_count",
+        "data_collections",
+    )
+    end = F.struct("topic", "partition", "offset", "event_count", "data_collections")
+    spans = _spans(meta, "kafka_ts", "m_", end=F.max_by(end, F.when(F.col("status") == "END", F.col("offset"))))
+    dcs = F.coalesce(F.col("end.data_collections"), F.array())
+    return spans.select(
+        "tx",
+        "m_offsets",
+        "m_first_ts",
+        "m_last_ts",
+        F.col("end").isNotNull().alias("end_seen"),
+        F.col("end.topic").alias("end_topic"),
+        F.col("end.partition").alias("end_partition"),
+        F.col("end.offset").alias("end_offset"),
+        F.transform(
+            F.filter(dcs, lambda d: ~is_ignored(d["data_collection"])),
+            lambda d: F.struct(_collection(d["data_collection"]).alias("dc"), d["event_count"].alias("n")),
+        ).alias("expected"),
+        (
+            F.col("end.event_count") - _sum_n(F.filter(dcs, lambda d: is_ignored(d["data_collection"])), "event_count")
+        ).alias("expected_total"),
+    )
+
+
+def _with_own(joined: DataFrame) -> DataFrame:
+    """The rows of :func:`facts` from the sides' join (either side may be missing), with ``own``: ``empty``
+    when the transaction has neither events nor END counts, ``complete`` when its END was seen and its distinct
+    events per data collection equal the END's counts (and their sum its total), else null (the Spark twin of
+    the first two cases of :func:`_own_status`)."""
 
     def col(name: str, kind: str) -> Column:
         return F.col(name) if name in joined.columns else F.lit(None).cast(kind)

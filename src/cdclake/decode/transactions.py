@@ -58,6 +58,21 @@ def _parse(frame: DataFrame, wire: T.StructType, schemas: bool) -> tuple[DataFra
     return parsed, env
 
 
+#: The columns of the transaction events (``DecodedBatch.transactions``).
+TX_ROW_COLUMNS = (
+    "topic",
+    "partition",
+    "offset",
+    "kafka_ts",
+    "server",
+    "status",
+    "id",
+    "event_count",
+    "data_collections",
+    "ts",
+)
+
+
 def decode_transactions(recs: DataFrame, topics: list[str], options: DecodeOptions) -> SideOutput:
     """The transaction events of ``topics``, their dead letters and their counting frame.
 
@@ -106,18 +121,3 @@ def decode_transactions(recs: DataFrame, topics: list[str], options: DecodeOptio
     return SideOutput(
         rows, dead(staged.where(behind_barrier(bad)), F.col("_reason")), categorised(staged, "transactions"), staged
     )
-
-
-#: The columns of the transaction events (``DecodedBatch.transactions``).
-TX_ROW_COLUMNS = (
-    "topic",
-    "partition",
-    "offset",
-    "kafka_ts",
-    "server",
-    "status",
-    "id",
-    "event_count",
-    "data_collections",
-    "ts",
-)

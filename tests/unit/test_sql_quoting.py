@@ -303,3 +303,41 @@ def test_truncate_merges_hostile_key(name: str) -> None:
         f"WHEN MATCHED THEN UPDATE SET t._cdc_valid_to = {literal}, t._cdc_is_current = false"
     )
     assert identifiers(closed).count(name) == 2
+
+
+def test_key_literals_of_the_types_a_bound_narrows() -> None:
+    from datetime import date
+    from decimal import Decimal
+
+    assert apply.key_literal(7, T.IntegerType()) == "CAST(7 AS int)"
+    assert apply.key_literal(2**40, T.LongType()) == "CAST(1099511627776 AS bigint)"
+    assert apply.key_literal("it's \\ here", T.StringType()) == "'it\\'s \\\\ here'"
+    assert apply.key_literal(date(2026, 1, 31), T.DateType()) == "DATE '2026-01-31'"
+    assert apply.key_literal(Decimal("1E+3"), T.DecimalType(12, 2)) == "CAST('1000' AS decimal(12,2))"
+    # no literal for a null, nor for a type whose order is not the column metrics' (or has no literal here)
+    assert apply.key_literal(None, T.IntegerType()) is None
+    assert apply.key_literal(b"\x00", T.BinaryType()) is None
+    assert apply.key_literal(datetime(2026, 1, 1, tzinfo=UTC), T.TimestampType()) is None
+
+
+def test_key_bounds_keep_only_the_columns_with_both_literals() -> None:
+    types = {"id": T.LongType(), "at": T.TimestampType(), "code": T.StringType()}
+    least = {"id": 3, "at": datetime(2026, 1, 1, tzinfo=UTC), "code": None}
+    greatest = {"id": 9, "at": datetime(2026, 2, 1, tzinfo=UTC), "code": "z"}
+    bounds = apply.key_bounds(least, greatest, types)
+    assert bounds == {"id": ("CAST(3 AS bigint)", "CAST(9 AS bigint)")}
+    assert apply.key_range_sql(bounds, "t") == "t.`id` BETWEEN CAST(3 AS bigint) AND CAST(9 AS bigint)"
+    assert apply.key_range_sql({}) == "TRUE"
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_merges_narrowed_by_key_bounds_hostile_key(name: str) -> None:
+    q = quote_identifier(name)
+    bounds = {name: (quote_string("a'"), quote_string("b\\"))}
+    update = apply.update_sql(TARGET, "v1", (name,), (name, "v"), (name, "v"), (), bounds=bounds)
+    assert update.splitlines()[0] == (
+        f"MERGE INTO {TARGET} t USING v1 s ON t.{q} = s.{q} AND t.{q} BETWEEN 'a\\'' AND 'b\\\\'"
+    )
+    tomb = apply.tombstone_merge_sql("`lake`.`pg`.`t__cdc_deletes`", "cdc_batch_1", (name,), bounds)
+    assert f"x ON d.{q} = x.{q} AND d.{q} BETWEEN 'a\\'' AND 'b\\\\'\n" in tomb
+    assert identifiers(update).count(name) == 3

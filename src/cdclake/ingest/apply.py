@@ -6,7 +6,10 @@ source position, then stream rank, Kafka partition and offset; see docs/decoding
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import date
+from decimal import Decimal
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -26,6 +29,57 @@ TOMBSTONED = "_tombstoned"
 def position_literal(position: Sequence[int]) -> str:
     """SQL literal of a position, e.g. ``array(CAST(5 AS DECIMAL(38,0)), ...)``."""
     return "array(" + ", ".join(f"CAST({int(p)} AS DECIMAL(38,0))" for p in position) + ")"
+
+
+#: A key column's least and greatest value in a batch, as SQL literals (see :func:`key_bounds`).
+KeyBounds = Mapping[str, tuple[str, str]]
+
+_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+
+
+def key_literal(value: Any, data_type: T.DataType) -> str | None:
+    """A Spark SQL literal of ``value`` as ``data_type``, for the key types a bound can narrow: integers,
+    strings, dates and decimals (ordered the same way by Spark and by Iceberg's column metrics); None for a
+    null or any other type."""
+    if value is None:
+        return None
+    if isinstance(data_type, _INTEGRAL):
+        return f"CAST({int(value)} AS {data_type.simpleString()})"
+    if isinstance(data_type, T.StringType) and isinstance(value, str):
+        return quote_string(value)
+    if isinstance(data_type, T.DateType) and isinstance(value, date):
+        return f"DATE '{value.isoformat()}'"
+    if isinstance(data_type, T.DecimalType) and isinstance(value, Decimal):
+        return f"CAST('{value:f}' AS {data_type.simpleString()})"
+    return None
+
+
+def key_bounds(
+    least: Mapping[str, Any], greatest: Mapping[str, Any], key_types: Mapping[str, T.DataType]
+) -> dict[str, tuple[str, str]]:
+    """The bounds of the key columns whose type :func:`key_literal` can write, from a batch's least and
+    greatest value of each (pure). A stored row whose key is the key of a batch row lies within every bound,
+    so adding the bounds to a scan of the table changes no match, and lets Iceberg skip the data files whose
+    column metrics lie outside them."""
+    out = {}
+    for name, data_type in key_types.items():
+        lo, hi = key_literal(least.get(name), data_type), key_literal(greatest.get(name), data_type)
+        if lo is not None and hi is not None:
+            out[name] = (lo, hi)
+    return out
+
+
+def key_range_sql(bounds: KeyBounds, alias: str | None = None) -> str:
+    """``alias.k BETWEEN lo AND hi AND ...`` over ``bounds`` (``TRUE`` without any)."""
+    prefix = f"{alias}." if alias else ""
+    terms = [f"{prefix}{quote_identifier(k)} BETWEEN {lo} AND {hi}" for k, (lo, hi) in bounds.items()]
+    return " AND ".join(terms) or "TRUE"
+
+
+def _on(left: str, right: str, key_columns: Sequence[str], bounds: KeyBounds | None) -> str:
+    """The key match of a MERGE's ``ON``, with the target's (``left``) key bounds when given."""
+    match = _key_match(left, right, key_columns)
+    return f"{match} AND {key_range_sql(bounds, left)}" if bounds else match
 
 
 def drop_before_truncate(frame: DataFrame, truncated_at: Sequence[int] | None) -> DataFrame:
@@ -148,6 +202,7 @@ def update_sql(
     target_columns: Sequence[str],
     meta_columns: Sequence[str],
     keep_columns: Sequence[str] = (),
+    bounds: KeyBounds | None = None,
 ) -> str:
     """The position-guarded MERGE of the batch's rows whose key the table already holds.
 
@@ -157,9 +212,9 @@ def update_sql(
     Columns of the target that the batch does not carry (a column dropped at the source) are set to
     null from then on. Columns listed in ``s._keep`` keep the stored value; only ``keep_columns`` (those
     that carry a placeholder somewhere in the batch) are tested, so the table's other data columns are
-    not read.
+    not read. ``bounds`` (:func:`key_bounds` of the batch) narrow the table's scan to the batch's key range.
     """
-    on = _key_match("t", "s", key_columns)
+    on = _on("t", "s", key_columns, bounds)
     carried = set(data_columns)
     keep = set(keep_columns)
     sets = []
@@ -202,13 +257,15 @@ def insert_frame(rows: DataFrame, target_schema: T.StructType, data_columns: Seq
     return rows.select(*cols)
 
 
-def tombstone_merge_sql(target: str, source_view: str, key_columns: Sequence[str]) -> str:
+def tombstone_merge_sql(
+    target: str, source_view: str, key_columns: Sequence[str], bounds: KeyBounds | None = None
+) -> str:
     """Record (or advance) the delete tombstone of every key deleted in ``source_view``.
 
     The upsert MERGEs only the deletes of keys that already have a tombstone (``_tombstoned``); the others'
-    tombstones are new and appended (:func:`tombstone_rows`).
+    tombstones are new and appended (:func:`tombstone_rows`). ``bounds``: as in :func:`update_sql`.
     """
-    on = _key_match("d", "x", key_columns)
+    on = _on("d", "x", key_columns, bounds)
     cols = ", ".join(quote_identifier(k) for k in key_columns)
     vals = ", ".join(f"x.{quote_identifier(k)}" for k in key_columns)
     return (

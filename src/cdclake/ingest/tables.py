@@ -279,6 +279,7 @@ class TableApplier:
             F.count_if((F.col("_cdc_op") == "d") & ~F.col(apply.STALE) & F.col(apply.TOMBSTONED)).alias("redeleted")
         )
         first_batch = self._never_written(self.name) and self._never_written(self.tombstones)
+        bounds: apply.KeyBounds = {}
         if first_batch:
             # a table's first batch (its initial snapshot, typically the largest): nothing stored, nothing
             # deleted before, so no event is stale and every key is new; no join against the empty tables
@@ -291,12 +292,13 @@ class TableApplier:
             )
             narrow = False
         else:
-            stored = self.spark.table(self.name).select(*[quote_identifier(k) for k in keys], "_cdc_position")
-            tombs = self.spark.table(self.tombstones).select(*[quote_identifier(k) for k in keys], "_cdc_position")
             # the batch's keys narrow the stored positions before the join when they fit in a broadcast
             narrow = sum(stats.events.values()) <= BROADCAST_KEYS_MAX_EVENTS
             if narrow:
-                latest = latest.localCheckpoint(eager=True)  # computed once, for the broadcast and the join
+                # computed once, for the broadcast and the join; its key range observed on the way
+                latest, bounds = self._key_range(latest)
+            stored = self._keys_and_positions(self.name, bounds)
+            tombs = self._keys_and_positions(self.tombstones, bounds)
             # materialised with its lineage cut: a MERGE whose source plan still scans the target table
             # can silently match nothing (seen with Iceberg 1.11 merge-on-read deletes)
             marked = (
@@ -314,17 +316,40 @@ class TableApplier:
             fresh = marked.where(~F.col(apply.STALE)).drop(apply.STALE)
             tag = abs(hash(self.name))
             if counts.get(("d", False)):
-                self._write_tombstones(fresh, counts[("d", False)], int(tally["redeleted"]), tag)
+                self._write_tombstones(fresh, counts[("d", False)], int(tally["redeleted"]), tag, bounds)
                 crash_point("tombstones")
             matched = sum(n for (_, stale, present), n in split.items() if present and not stale)
             added = sum(n for (op, stale, present), n in split.items() if not present and not stale and op != "d")
-            self._write_upsert(fresh, props, matched, added, data_cols, keep, tag)
+            self._write_upsert(fresh, props, matched, added, data_cols, keep, tag, bounds)
         finally:
             marked.unpersist()
             if narrow:
                 latest.unpersist()
 
-    def _write_tombstones(self, fresh: DataFrame, deletes: int, redeleted: int, tag: int) -> None:
+    def _key_range(self, latest: DataFrame) -> tuple[DataFrame, apply.KeyBounds]:
+        """``latest`` checkpointed, and the bounds of its keys (:func:`apply.key_bounds`), observed by the
+        checkpoint's job."""
+        keys = self.info.key_columns
+        observed = Observation(f"cdclake-keys-{uuid.uuid4().hex}")
+        ranges = [F.min(quote_identifier(k)).alias(f"lo{i}") for i, k in enumerate(keys)]
+        ranges += [F.max(quote_identifier(k)).alias(f"hi{i}") for i, k in enumerate(keys)]
+        checkpointed = latest.observe(observed, *ranges).localCheckpoint(eager=True)
+        seen = observed.get
+        bounds = apply.key_bounds(
+            {k: seen[f"lo{i}"] for i, k in enumerate(keys)},
+            {k: seen[f"hi{i}"] for i, k in enumerate(keys)},
+            {k: latest.schema[k].dataType for k in keys},
+        )
+        return checkpointed, bounds
+
+    def _keys_and_positions(self, name: str, bounds: apply.KeyBounds) -> DataFrame:
+        """The key columns and ``_cdc_position`` of table ``name``, within ``bounds`` (files outside them unread)."""
+        rows = self.spark.table(name).select(*[quote_identifier(k) for k in self.info.key_columns], "_cdc_position")
+        return rows.where(F.expr(apply.key_range_sql(bounds))) if bounds else rows
+
+    def _write_tombstones(
+        self, fresh: DataFrame, deletes: int, redeleted: int, tag: int, bounds: apply.KeyBounds
+    ) -> None:
         """Record the tombstones of the fresh deletes (``deletes`` of them, ``redeleted`` of keys with a tombstone).
 
         A key's first tombstone is appended; a key deleted again (re-inserted since, or a redo that finds the
@@ -337,7 +362,7 @@ class TableApplier:
             apply.tombstone_rows(deleted.where(~F.col(apply.TOMBSTONED)), keys).writeTo(self.tombstones).append()
         if redeleted:
             deleted.where(F.col(apply.TOMBSTONED)).createOrReplaceTempView(f"cdc_batch_{tag}")
-            self.spark.sql(apply.tombstone_merge_sql(self.tombstones, f"cdc_batch_{tag}", keys))
+            self.spark.sql(apply.tombstone_merge_sql(self.tombstones, f"cdc_batch_{tag}", keys, bounds))
 
     def _write_upsert(
         self,
@@ -348,6 +373,7 @@ class TableApplier:
         data_cols: list[str],
         keep: list[str],
         tag: int,
+        bounds: apply.KeyBounds,
     ) -> None:
         """Commit the fresh rows: a MERGE of the keys the table holds, an append of the others.
 
@@ -361,16 +387,23 @@ class TableApplier:
         merge, append = matched > 0 or added == 0, added > 0
         if merge:
             partial = {"cdc.partial-of": props.get("cdc.batch-id", ""), "cdc.step": "update"}
-            self._merge_matched(fresh, partial if append else props, data_cols, keep, tag)
+            self._merge_matched(fresh, partial if append else props, data_cols, keep, tag, bounds)
             if append:
                 crash_point("table-partial")
         if append:
             self._append_rows(fresh.where(~F.col(apply.IN_TARGET) & (F.col("_cdc_op") != "d")), props)
 
     def _merge_matched(
-        self, fresh: DataFrame, props: dict[str, str], data_cols: list[str], keep: list[str], tag: int
+        self,
+        fresh: DataFrame,
+        props: dict[str, str],
+        data_cols: list[str],
+        keep: list[str],
+        tag: int,
+        bounds: apply.KeyBounds,
     ) -> None:
-        """The MERGE of the fresh rows whose key the table holds (:func:`apply.update_sql`)."""
+        """The MERGE of the fresh rows whose key the table holds (:func:`apply.update_sql`), the table's scan
+        narrowed to the batch's key range."""
         # cached, so the planner knows its real size (the estimate of the checkpointed join is far above any
         # threshold) and can broadcast it
         rows = fresh.where(F.col(apply.IN_TARGET)).drop(apply.IN_TARGET).persist()
@@ -378,7 +411,7 @@ class TableApplier:
         rows.createOrReplaceTempView(f"cdc_update_{tag}")
         target_cols = [f.name for f in self.spark.table(self.name).schema.fields]
         sql = apply.update_sql(
-            self.name, f"cdc_update_{tag}", self.info.key_columns, data_cols, target_cols, META_NAMES, keep
+            self.name, f"cdc_update_{tag}", self.info.key_columns, data_cols, target_cols, META_NAMES, keep, bounds
         )
         broadcast = {"spark.sql.autoBroadcastJoinThreshold": str(BROADCAST_SOURCE_MAX_BYTES)}
         try:

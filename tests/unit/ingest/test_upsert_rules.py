@@ -219,3 +219,62 @@ def test_a_redo_after_the_tombstones_committed_still_deletes_the_row(
     assert redo.tables[f"lake.{prefix}.inventory.items"]["applied_by_op"] == {"d": 1, "u": 1}
     assert _tombstones(spark, prefix) == [(1, 200)]  # the redo found the delete's tombstone and added none
     assert ingest([]).status == "no-new-records"
+
+
+def test_stored_keys_at_the_bounds_of_a_batch_key_range_are_matched(
+    spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch
+) -> None:
+    # the applier narrows the table's and the tombstones' scans to the batch's key range: keys at its two
+    # ends must still match, keys outside it stay as they are
+    for i in range(1, 6):
+        table.create({"id": i, "name": f"n{i}", "qty": i}, lsn=100 + i)
+    ingest(table.take())
+    table.update({"id": 2, "name": "lo", "qty": 20}, lsn=200)
+    table.update({"id": 4, "name": "hi", "qty": 40}, lsn=201)
+    ingest(table.take())
+    assert rows(spark, prefix) == [(1, "n1", 1), (2, "lo", 20), (3, "n3", 3), (4, "hi", 40), (5, "n5", 5)]
+    table.delete({"id": 2}, lsn=300)
+    table.delete({"id": 4}, lsn=301)
+    ingest(table.take())
+    # key 4 comes back and is deleted again (its tombstone MERGEd at the range's upper end), key 3 updated
+    table.create({"id": 4, "name": "back", "qty": 4}, lsn=400)
+    ingest(table.take())
+    table.update({"id": 3, "name": "u3", "qty": 30}, lsn=500)
+    table.delete({"id": 4}, lsn=501)
+    summary = ingest(table.take())
+    assert rows(spark, prefix) == [(1, "n1", 1), (3, "u3", 30), (5, "n5", 5)]
+    assert _tombstones(spark, prefix) == [(2, 300), (4, 501)]
+    assert summary.tables[f"lake.{prefix}.inventory.items"]["applied"] == 2
+    # a late update of key 2, older than its delete, is stale: the tombstone is found within the range
+    table.update({"id": 2, "name": "zombie", "qty": 0}, lsn=250)
+    table.update({"id": 1, "name": "u1", "qty": 10}, lsn=600)
+    summary = ingest(table.take())
+    assert rows(spark, prefix) == [(1, "u1", 10), (3, "u3", 30), (5, "n5", 5)]
+    assert summary.tables[f"lake.{prefix}.inventory.items"]["skipped"] == 1
+
+
+def test_string_keys_with_quotes_and_backslashes_bound_the_scan(
+    spark: SparkSession, prefix: str, ingest: RunBatch
+) -> None:
+    codes = PgTable(prefix=prefix, table="codes", columns={"code": "string", "qty": "int32"}, key=("code",))
+    hostile = ["a'b", "c\\d", 'e"f', "zz"]
+    for i, code in enumerate(hostile):
+        codes.create({"code": code, "qty": i}, lsn=100 + i)
+    ingest(codes.take())
+    codes.update({"code": "a'b", "qty": 10}, lsn=200)  # the batch's least key
+    codes.update({"code": "c\\d", "qty": 11}, lsn=201)  # its greatest
+    codes.delete({"code": "c\\d"}, lsn=202)
+    ingest(codes.take())
+    stored = spark.sql(f"SELECT code, qty FROM lake.{prefix}.inventory.codes ORDER BY code").collect()
+    assert [tuple(r) for r in stored] == [("a'b", 10), ('e"f', 2), ("zz", 3)]
+    # the bound as the applier writes it is pushed into Iceberg's scan (its files are pruned by their metrics)
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from cdclake.ingest import apply
+
+    bounds = apply.key_bounds({"code": "a'b"}, {"code": "c\\d"}, {"code": T.StringType()})
+    scan = spark.table(f"lake.{prefix}.inventory.codes").where(F.expr(apply.key_range_sql(bounds)))
+    plan = scan._jdf.queryExecution().executedPlan().toString()
+    assert "code >= 'a'b'" in plan.replace("\\", ""), plan
+    assert [r["code"] for r in scan.orderBy("code").collect()] == ["a'b"]

@@ -463,16 +463,19 @@ class Settled:
         return {v["values"]: v["counts"] for v in pc.value_counts(self._kept().column("own")).to_pylist()}
 
     def frontier(self) -> TxInfo | None:
-        """The complete one with the greatest position."""
+        """The complete one with the greatest position (only the positions are copied to find it)."""
         kept = self._kept()
-        rows = kept.filter(pc.is_valid(kept.column("position")))
-        if not rows.num_rows:
+        positions = kept.column("position")
+        with_position = pc.indices_nonzero(pc.is_valid(positions))
+        if not len(with_position):
             return None
-        return info_of(_collected(rows.slice(_greatest(rows.column("position").combine_chunks()), 1))[0])
+        greatest = _greatest(pc.take(positions, with_position).combine_chunks())
+        return info_of(_collected(kept.slice(with_position[greatest].as_py(), 1))[0])
 
     def audit_rows(self, source: str, batch_id: str) -> pa.Table:
         """Rows for ``cdc_audit.transactions`` (see :func:`audit_rows`) of the complete ones."""
-        rows = self._kept().filter(pc.equal(self._kept().column("own"), TxStatus.COMPLETE.value))
+        kept = self._kept().select(["tx", "expected", "own"])
+        rows = kept.filter(pc.equal(kept.column("own"), TxStatus.COMPLETE.value))
         expected = rows.column("expected").combine_chunks()
         flat = pc.list_flatten(expected)
         owner = pc.list_parent_indices(expected)
@@ -528,6 +531,8 @@ def gather(
     if not settle:
         return {t.key: t for t in map(info_of, _collected(rows))}, None
     own = rows.column("own")
+    if not own.null_count:  # every transaction settled: no copy of the table (a large batch's may take 100 MiB)
+        return {}, Settled(rows)
     pending = _collected(rows.filter(pc.is_null(own)))
     return {t.key: t for t in map(info_of, pending)}, Settled(rows.filter(pc.is_valid(own)))
 

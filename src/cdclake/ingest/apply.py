@@ -260,20 +260,21 @@ def insert_frame(rows: DataFrame, target_schema: T.StructType, data_columns: Seq
 def tombstone_merge_sql(
     target: str, source_view: str, key_columns: Sequence[str], bounds: KeyBounds | None = None
 ) -> str:
-    """Record (or advance) the delete tombstone of every key deleted in ``source_view``.
+    """Advance the delete tombstone of every key deleted again in ``source_view`` to the newer delete's position.
 
-    The upsert MERGEs only the deletes of keys that already have a tombstone (``_tombstoned``); the others'
-    tombstones are new and appended (:func:`tombstone_rows`). ``bounds``: as in :func:`update_sql`.
+    The upsert MERGEs only the deletes of keys that had a tombstone when the batch marked its events
+    (``_tombstoned``); the others' tombstones are new and appended (:func:`tombstone_rows`). Every key of the
+    view still has its tombstone here: nothing removes one between the marking and this MERGE (the maintenance
+    job's expiry runs while it holds the source's lock, which the batch holds; a truncate's deletes come before
+    the marking). So only ``WHEN MATCHED``: an inner join that can broadcast the deletes and stream the side
+    table past them. ``bounds``: as in :func:`update_sql`.
     """
     on = _on("d", "x", key_columns, bounds)
     cols = ", ".join(quote_identifier(k) for k in key_columns)
-    vals = ", ".join(f"x.{quote_identifier(k)}" for k in key_columns)
     return (
         f"MERGE INTO {target} d USING (SELECT {cols}, _cdc_position FROM {source_view} WHERE _cdc_op = 'd') x ON {on}\n"
         "WHEN MATCHED AND x._cdc_position > d._cdc_position THEN UPDATE SET "
-        "d._cdc_position = x._cdc_position, d._cdc_deleted_at = current_timestamp()\n"
-        f"WHEN NOT MATCHED THEN INSERT ({cols}, _cdc_position, _cdc_deleted_at) "
-        f"VALUES ({vals}, x._cdc_position, current_timestamp())"
+        "d._cdc_position = x._cdc_position, d._cdc_deleted_at = current_timestamp()"
     )
 
 

@@ -69,6 +69,26 @@ def snapshot_properties(spark: SparkSession, props: dict[str, str]) -> Iterator[
         yield
 
 
+def merge_broadcast(
+    spark: SparkSession, rows: DataFrame, view: str, sql: str, props: dict[str, str] | None = None
+) -> None:
+    """Run ``sql``, a matched-only MERGE whose source is ``rows`` registered as ``view``, with the source
+    broadcast when it is up to :data:`BROADCAST_SOURCE_MAX_BYTES`; ``props`` go into the commit's summary.
+
+    ``rows`` are cached first, so the planner knows their real size (the estimate of a checkpointed join they
+    come from is far above any threshold).
+    """
+    rows = rows.persist()
+    try:
+        rows.count()
+        rows.createOrReplaceTempView(view)
+        broadcast = {"spark.sql.autoBroadcastJoinThreshold": str(BROADCAST_SOURCE_MAX_BYTES)}
+        with snapshot_properties(spark, props or {}), temporary_conf(spark, broadcast):
+            spark.sql(sql)
+    finally:
+        rows.unpersist()
+
+
 class TableApplier:
     """Applies one decoded table of one batch to the lake."""
 
@@ -361,8 +381,11 @@ class TableApplier:
         if redeleted < deletes:
             apply.tombstone_rows(deleted.where(~F.col(apply.TOMBSTONED)), keys).writeTo(self.tombstones).append()
         if redeleted:
-            deleted.where(F.col(apply.TOMBSTONED)).createOrReplaceTempView(f"cdc_batch_{tag}")
-            self.spark.sql(apply.tombstone_merge_sql(self.tombstones, f"cdc_batch_{tag}", keys, bounds))
+            sql = apply.tombstone_merge_sql(self.tombstones, f"cdc_batch_{tag}", keys, bounds)
+            again = deleted.where(F.col(apply.TOMBSTONED)).select(
+                *[quote_identifier(k) for k in keys], "_cdc_position", "_cdc_op"
+            )
+            merge_broadcast(self.spark, again, f"cdc_batch_{tag}", sql)
 
     def _write_upsert(
         self,
@@ -404,21 +427,12 @@ class TableApplier:
     ) -> None:
         """The MERGE of the fresh rows whose key the table holds (:func:`apply.update_sql`), the table's scan
         narrowed to the batch's key range."""
-        # cached, so the planner knows its real size (the estimate of the checkpointed join is far above any
-        # threshold) and can broadcast it
-        rows = fresh.where(F.col(apply.IN_TARGET)).drop(apply.IN_TARGET).persist()
-        rows.count()
-        rows.createOrReplaceTempView(f"cdc_update_{tag}")
         target_cols = [f.name for f in self.spark.table(self.name).schema.fields]
         sql = apply.update_sql(
             self.name, f"cdc_update_{tag}", self.info.key_columns, data_cols, target_cols, META_NAMES, keep, bounds
         )
-        broadcast = {"spark.sql.autoBroadcastJoinThreshold": str(BROADCAST_SOURCE_MAX_BYTES)}
-        try:
-            with snapshot_properties(self.spark, props), temporary_conf(self.spark, broadcast):
-                self.spark.sql(sql)
-        finally:
-            rows.unpersist()
+        rows = fresh.where(F.col(apply.IN_TARGET)).drop(apply.IN_TARGET)
+        merge_broadcast(self.spark, rows, f"cdc_update_{tag}", sql, props)
 
     def _scd2(self, frame: DataFrame, props: dict[str, str], result: TableResult, stats: TableStats) -> None:
         """History mode: every change becomes a version with ``_cdc_valid_from``/``_cdc_valid_to`` positions."""

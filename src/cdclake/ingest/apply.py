@@ -118,17 +118,19 @@ def latest_per_key(
     Returns:
         One row per key: data columns, ``_keep`` (array<string>) and the ``_cdc_*`` columns.
     """
-    keys = [F.col(k) for k in key_columns]
+    keys = [F.col(quote_identifier(k)) for k in key_columns]
     resolved = frame
     if keep_columns:
         upto = Window.partitionBy(*keys).orderBy("_cdc_position").rowsBetween(Window.unboundedPreceding, 0)
         for name in keep_columns:
-            real = F.when(~F.array_contains("_cdc_keep_columns", name), F.struct(F.col(name).alias("v")))
+            real = F.when(
+                ~F.array_contains("_cdc_keep_columns", name), F.struct(F.col(quote_identifier(name)).alias("v"))
+            )
             resolved = resolved.withColumn(f"__last_{name}", F.last(real, ignorenulls=True).over(upto))
-        keep_flags = [F.when(F.col(f"__last_{n}").isNull(), F.lit(n)) for n in keep_columns]
+        keep_flags = [F.when(F.col(quote_identifier(f"__last_{n}")).isNull(), F.lit(n)) for n in keep_columns]
         resolved = resolved.withColumn(KEEP, F.filter(F.array(*keep_flags), lambda x: x.isNotNull()))
         for name in keep_columns:
-            resolved = resolved.withColumn(name, F.col(f"__last_{name}")["v"]).drop(f"__last_{name}")
+            resolved = resolved.withColumn(name, F.col(quote_identifier(f"__last_{name}"))["v"]).drop(f"__last_{name}")
     else:
         resolved = resolved.withColumn(KEEP, F.array().cast("array<string>"))
     newest = Window.partitionBy(*keys).orderBy(F.col("_cdc_position").desc())
@@ -136,7 +138,11 @@ def latest_per_key(
         resolved.withColumn("__rn", F.row_number().over(newest))
         .where(F.col("__rn") == 1)
         .drop("__rn")
-        .select(*data_columns, KEEP, *[c for c in frame.columns if c.startswith("_cdc_")])
+        .select(
+            *[F.col(quote_identifier(c)) for c in data_columns],
+            KEEP,
+            *[c for c in frame.columns if c.startswith("_cdc_")],
+        )
     )
 
 
@@ -164,11 +170,13 @@ def mark_stale(
             batches whose keys fit in memory, i.e. when the table is much larger than the batch.
     """
     out = latest
-    keys = F.broadcast(latest.select(*[F.col(k) for k in key_columns])) if broadcast_keys else None
+    keys = F.broadcast(latest.select(*[F.col(quote_identifier(k)) for k in key_columns])) if broadcast_keys else None
     for label, other in (("t", stored), ("x", tombstones)):
         if other is None:
             continue
-        renamed = other.select(*[F.col(k) for k in key_columns], F.col("_cdc_position").alias(f"__pos_{label}"))
+        renamed = other.select(
+            *[F.col(quote_identifier(k)) for k in key_columns], F.col("_cdc_position").alias(f"__pos_{label}")
+        )
         if keys is not None:
             renamed = renamed.join(keys, on=list(key_columns), how="left_semi")
         out = out.join(renamed, on=list(key_columns), how="left")
@@ -338,21 +346,26 @@ def scd2_versions(
         data columns, ``_cdc_*`` columns, ``_cdc_valid_from``, ``_cdc_valid_to``, ``_cdc_is_current``;
         a placeholder takes the value of the key's previous version (in the batch or stored).
     """
-    keys = [F.col(k) for k in key_columns]
+    keys = [F.col(quote_identifier(k)) for k in key_columns]
     ordered = Window.partitionBy(*keys).orderBy("_cdc_position")
     upto = ordered.rowsBetween(Window.unboundedPreceding, 0)
     frame = events.withColumn("_cdc_valid_to", F.lead("_cdc_position").over(ordered))
     if keep_columns:
-        current = stored_current.select(*keys, *[F.col(c).alias(f"__stored_{c}") for c in keep_columns])
+        current = stored_current.select(
+            *keys, *[F.col(quote_identifier(c)).alias(f"__stored_{c}") for c in keep_columns]
+        )
         frame = frame.join(current, on=list(key_columns), how="left")
         for name in keep_columns:
-            real = F.when(~F.array_contains("_cdc_keep_columns", name), F.struct(F.col(name).alias("v")))
+            real = F.when(
+                ~F.array_contains("_cdc_keep_columns", name), F.struct(F.col(quote_identifier(name)).alias("v"))
+            )
             last = F.last(real, ignorenulls=True).over(upto)["v"]
             frame = frame.withColumn(
                 name,
                 F.when(
-                    F.array_contains("_cdc_keep_columns", name), F.coalesce(last, F.col(f"__stored_{name}"))
-                ).otherwise(F.col(name)),
+                    F.array_contains("_cdc_keep_columns", name),
+                    F.coalesce(last, F.col(quote_identifier(f"__stored_{name}"))),
+                ).otherwise(F.col(quote_identifier(name))),
             ).drop(f"__stored_{name}")
     return (
         frame.where(F.col("_cdc_op") != "d")

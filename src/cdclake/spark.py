@@ -77,6 +77,33 @@ def local_driver_options() -> list[str]:
     return [LOCAL_DRIVER_GC, *LOCAL_DRIVER_JIT, *cds.driver_options()]
 
 
+#: Hadoop's ``file:`` file system in a driver this process launches: Hadoop's own, but with permissions set through
+#: ``java.nio`` instead of a ``chmod`` process for every file it writes (pyspark ships no native Hadoop library).
+#: Built with the envelope decoder (``jvm/decoder``), see :func:`with_local_file_system`.
+LOCAL_FILE_SYSTEM = "dev.cdclake.fs.NioLocalFileSystem"
+DECODER_JAR_PREFIX = "cdclake-decoder-"
+
+
+def with_local_file_system(conf: Mapping[str, str]) -> dict[str, str]:
+    """``conf`` with :data:`LOCAL_FILE_SYSTEM` as the ``file:`` file system, unless it names one; and the decoder
+    jar, which holds it, appended to the class path of the driver JVMs this process launches
+    (``SPARK_DIST_CLASSPATH``).
+
+    The driver's own start (spark-submit) opens ``file:`` before it loads ``spark.jars``, so the class must be on
+    the JVM's class path. Appended, after Spark's jars, it leaves the class-data sharing archive valid
+    (:mod:`cdclake.cds`: an archive maps when its class path is a prefix of the JVM's).
+    """
+    if "spark.hadoop.fs.file.impl" in conf:
+        return dict(conf)
+    decoder = [j for j in conf.get("spark.jars", "").split(",") if Path(j).name.startswith(DECODER_JAR_PREFIX)]
+    if not decoder:
+        return dict(conf)
+    present = os.environ.get("SPARK_DIST_CLASSPATH", "")
+    if decoder[0] not in present.split(os.pathsep):
+        os.environ["SPARK_DIST_CLASSPATH"] = os.pathsep.join(p for p in (present, decoder[0]) if p)
+    return {**conf, "spark.hadoop.fs.file.impl": LOCAL_FILE_SYSTEM}
+
+
 def with_driver_options(conf: Mapping[str, str], options: Sequence[str]) -> dict[str, str]:
     """``conf`` with ``options`` appended to ``spark.driver.extraJavaOptions`` (pure)."""
     joined = " ".join([conf.get("spark.driver.extraJavaOptions", ""), *options]).strip()
@@ -160,6 +187,7 @@ def build_spark_session(
         builder = builder.config("spark.driver.memory", settings().spark_driver_memory)
         if "spark.driver.extraJavaOptions" not in (extra_conf or {}):
             conf = with_driver_options(conf, local_driver_options() if driver_options is None else driver_options)
+        conf = with_local_file_system(conf)
     for key, value in conf.items():
         builder = builder.config(key, value)
     _preload_lake_client()

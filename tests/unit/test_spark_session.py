@@ -49,3 +49,33 @@ def test_pyspark_does_not_record_the_python_call_site_of_every_dataframe_call(sp
 
     assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
     assert not is_debugging_enabled()
+
+
+def test_the_local_driver_sets_file_permissions_without_a_chmod_process(spark: SparkSession, tmp_path: Path) -> None:
+    from cdclake.spark import LOCAL_FILE_SYSTEM
+
+    jvm = spark.sparkContext._jvm
+    fs = jvm.org.apache.hadoop.fs.FileSystem.get(
+        jvm.java.net.URI("file:///"), spark.sparkContext._jsc.hadoopConfiguration()
+    )
+    assert fs.getClass().getName() == LOCAL_FILE_SYSTEM
+    target = tmp_path / "f"
+    target.write_text("x")
+    path = jvm.org.apache.hadoop.fs.Path(target.as_uri())
+    for mode in (0o640, 0o755, 0o600, 0o000, 0o777):
+        fs.setPermission(path, jvm.org.apache.hadoop.fs.permission.FsPermission(mode))
+        assert target.stat().st_mode & 0o7777 == mode, oct(mode)
+    # a mode java.nio cannot set goes to Hadoop's chmod, as before
+    fs.setPermission(path, jvm.org.apache.hadoop.fs.permission.FsPermission(0o1755))
+    assert target.stat().st_mode & 0o7777 == 0o1755
+
+
+def test_files_spark_writes_get_the_modes_hadoop_gives_them(spark: SparkSession, tmp_path: Path) -> None:
+    """Parquet files and their checksums, written through the session's ``file:`` file system: the same modes as
+    Hadoop's own file system gives (files rw-r--r-- under umask 022, checksums the same)."""
+    out = tmp_path / "t"
+    spark.range(3).write.parquet(out.as_uri())
+    written = [p for p in out.iterdir() if p.name.endswith(".parquet") or p.name.endswith(".parquet.crc")]
+    assert len(written) >= 2
+    assert {p.stat().st_mode & 0o777 for p in written} == {0o644}
+    assert sorted(r.id for r in spark.read.parquet(out.as_uri()).collect()) == [0, 1, 2]

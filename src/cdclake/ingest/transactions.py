@@ -35,7 +35,8 @@ never an END. A transaction of a binlog connector whose only events are truncate
 
 Where it is decided: :func:`facts` gathers one row per transaction in one Spark job and decides there which are
 complete or empty by their own records; :func:`gather` brings the others to Python as :class:`TxInfo` for
-:func:`decide`, and keeps the rest as Arrow columns (:class:`Settled`), which a cut can still reach.
+:func:`decide`, and keeps the rest as Arrow columns (:class:`Settled`), which a cut can still reach. A small
+batch's rows are folded in Python instead (:func:`fold`), every transaction a :class:`TxInfo`.
 
 Transaction ids: PostgreSQL (and Informix) put ``<txId>:<LSN>`` in events, with a different LSN in
 BEGIN, END and each change: they are grouped by the part before ``:``. MySQL/MariaDB ids (GTID or
@@ -51,6 +52,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
+from functools import reduce
 from typing import Any
 
 import numpy as np
@@ -67,6 +69,10 @@ SPLIT_ID_CONNECTORS = ("postgresql", "informix")
 BINLOG_CONNECTORS = ("mysql", "mariadb")
 #: a BEGIN/END id in the PostgreSQL/Informix style, ``<txId>:<LSN>`` (Java regex)
 _SPLIT_ID = r"^\d+:\d+$"
+#: Up to this many rows to gather (change rows with a transaction id, BEGIN/END events), :func:`gather` folds them
+#: in Python (:func:`fold`: two Spark jobs) instead of aggregating them in Spark (:func:`facts`: a job per shuffle
+#: stage of its plan, most of a small batch's transactions phase).
+FOLD_MAX_ROWS = 50_000
 _RECORD_CLOCK: ContextVar[bool] = ContextVar("cdclake_tx_record_clock", default=False)
 
 
@@ -247,9 +253,10 @@ def facts(
     return _with_own(sides[0] if len(sides) == 1 else sides[0].join(sides[1], "tx", "full"))
 
 
-def _data_side(data: list[DataFrame]) -> DataFrame:
-    """Per transaction of the change rows: ``observed`` (distinct events per data collection), the greatest
-    ``position``, ``ops``, ``connector``, and their offsets and timestamps (``d_``-prefixed, :func:`_spans`)."""
+def _events(data: Sequence[DataFrame]) -> DataFrame:
+    """The change rows of every table that carry a transaction id: their transaction (``tx``), ``total_order``,
+    data collection (``dc``), ``topic``, ``partition``, ``offset``, Kafka timestamp (``ts``), ``position``,
+    ``op`` and ``connector``."""
     frames = [
         d.where(F.col("_cdc_tx_id").isNotNull()).select(
             tx_key(F.col("_cdc_connector"), F.col("_cdc_tx_id")).alias("tx"),
@@ -267,9 +274,30 @@ def _data_side(data: list[DataFrame]) -> DataFrame:
         )
         for d in data
     ]
-    events = frames[0]
-    for other in frames[1:]:
-        events = events.unionByName(other)
+    return reduce(DataFrame.unionByName, frames)
+
+
+def _markers(transactions: DataFrame) -> DataFrame:
+    """The BEGIN/END events with their transaction (``tx``), ``topic``, ``partition``, ``offset``, ``kafka_ts``,
+    ``status``, ``event_count`` and ``data_collections``."""
+    # BEGIN/END carry no connector: "<digits>:<digits>" is the PostgreSQL/Informix style
+    # (a MySQL GTID "<uuid>:<n>" is used whole, like in its data events)
+    return transactions.select(
+        F.when(F.col("id").rlike(_SPLIT_ID), F.split("id", ":").getItem(0)).otherwise(F.col("id")).alias("tx"),
+        "topic",
+        "partition",
+        "offset",
+        "kafka_ts",
+        "status",
+        "event_count",
+        "data_collections",
+    )
+
+
+def _data_side(data: list[DataFrame]) -> DataFrame:
+    """Per transaction of the change rows: ``observed`` (distinct events per data collection), the greatest
+    ``position``, ``ops``, ``connector``, and their offsets and timestamps (``d_``-prefixed, :func:`_spans`)."""
+    events = _events(data)
     counted = (
         events.groupBy("tx", "dc")
         .agg(
@@ -297,18 +325,7 @@ def _metadata_side(transactions: DataFrame, ignored: list[str]) -> DataFrame:
     def is_ignored(name: Column) -> Column:
         return _collection(name).isin(*ignored) if ignored else F.lit(False)
 
-    # BEGIN/END carry no connector: "<digits>:<digits>" is the PostgreSQL/Informix style
-    # (a MySQL GTID "<uuid>:<n>" is used whole, like in its data events)
-    meta = transactions.select(
-        F.when(F.col("id").rlike(_SPLIT_ID), F.split("id", ":").getItem(0)).otherwise(F.col("id")).alias("tx"),
-        "topic",
-        "partition",
-        "offset",
-        "kafka_ts",
-        "status",
-        "event_count",
-        "data_collections",
-    )
+    meta = _markers(transactions)
     end = F.struct("topic", "partition", "offset", "event_count", "data_collections")
     spans = _spans(meta, "kafka_ts", "m_", end=F.max_by(end, F.when(F.col("status") == "END", F.col("offset"))))
     dcs = F.coalesce(F.col("end.data_collections"), F.array())
@@ -511,19 +528,69 @@ def _greatest(positions: pa.ListArray) -> int:
         i += 1
 
 
+def fold(
+    data: Iterable[DataFrame], transactions: DataFrame | None, ignore_collections: Iterable[str] = ()
+) -> dict[str, TxInfo]:
+    """Every transaction of the batch as :class:`TxInfo`, folded in Python from its rows (the Python twin of
+    :func:`facts` and :func:`info_of`; arguments as theirs): the change rows that carry a transaction id and the
+    BEGIN/END events are collected, one Spark job each, and nothing is shuffled. For a small batch (see
+    :func:`gather`)."""
+    ignored = {collection_name(c) for c in ignore_collections}
+    infos: dict[str, TxInfo] = {}
+    frames = list(data)
+    if frames:
+        orders: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
+        for row in _collected(_events(frames).toArrow()):
+            tx = infos.setdefault(row["tx"], TxInfo(key=row["tx"]))
+            seen = orders[tx.key][row["dc"]]
+            if row["total_order"] is not None:  # a distinct count, as count_distinct: nulls are not counted
+                seen.add(row["total_order"])
+            tx.add_offset((row["topic"], int(row["partition"])), int(row["offset"]))
+            tx.add_ts(row["ts"])
+            if row["position"] is not None:
+                position = [int(x) for x in row["position"]]
+                tx.position = position if tx.position is None else max(tx.position, position)
+            if row["op"] is not None:
+                tx.ops.add(row["op"])
+            if tx.connector is None:
+                tx.connector = row["connector"]
+        for key, per_collection in orders.items():
+            infos[key].observed = {dc: len(seen) for dc, seen in per_collection.items()}
+    if transactions is not None:
+        for row in _collected(_markers(transactions).toArrow()):
+            tx = infos.setdefault(row["tx"], TxInfo(key=row["tx"]))
+            tp, offset = (row["topic"], int(row["partition"])), int(row["offset"])
+            tx.add_offset(tp, offset)
+            tx.add_ts(row["kafka_ts"])
+            if row["status"] != "END" or (tx.end_at is not None and tx.end_at[1] >= offset):
+                continue
+            # the END with the greatest offset, its counts without the ignored collections
+            listed = [(collection_name(d["data_collection"]), d["event_count"]) for d in row["data_collections"] or ()]
+            tx.end_seen, tx.end_at = True, (tp, offset)
+            tx.expected = {dc: int(n) for dc, n in listed if dc not in ignored}
+            total = row["event_count"]
+            tx.expected_total = None if total is None else total - sum(n or 0 for dc, n in listed if dc in ignored)
+    return infos
+
+
 def gather(
     data: Iterable[DataFrame],
     transactions: DataFrame | None,
     ignore_collections: Iterable[str] = (),
     *,
     settle: bool = True,
+    rows: int | None = None,
 ) -> tuple[dict[str, TxInfo], Settled | None]:
-    """Collect the batch's per-transaction facts (:func:`facts`, one Spark job, read through Arrow).
+    """Collect the batch's per-transaction facts (:func:`facts`, one Spark job, read through Arrow); for a batch
+    of up to :data:`FOLD_MAX_ROWS` ``rows`` (its change rows with a transaction id and its BEGIN/END events,
+    when known), fold them in Python instead (:func:`fold`).
 
     Returns:
-        the transactions left to :func:`decide`, as :class:`TxInfo`; and, with ``settle``, the rest
-        (:class:`Settled`), else None and every transaction in the first.
+        the transactions left to :func:`decide`, as :class:`TxInfo`; and, with ``settle`` on a batch not
+        folded, the rest (:class:`Settled`), else None and every transaction in the first.
     """
+    if rows is not None and rows <= FOLD_MAX_ROWS:
+        return fold(data, transactions, ignore_collections), None
     frame = facts(data, transactions, ignore_collections)
     if frame is None:
         return {}, None

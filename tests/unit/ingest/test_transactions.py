@@ -488,6 +488,72 @@ def test_transactions_settled_in_spark_decide_as_the_python_decision_does(spark:
     assert no_cut.frontier().key == "106"
 
 
+def _edge_batch(spark: SparkSession) -> tuple[list[DataFrame], DataFrame]:
+    """Rows :func:`facts` and :func:`fold` must read alike: MySQL GTIDs used whole, a database instead of a
+    schema, null and repeated total orders, unequal positions (the greatest first), an END redelivered at a later offset with other
+    counts, an END without collections, a transaction topic of two partitions, a connector only on later rows,
+    a BEGIN only, events without BEGIN/END, and a signal collection in an END."""
+    ts = datetime(2026, 11, 27, 10, 0)
+    later = ts + timedelta(seconds=5)
+    data = [
+        ("mysql", "uuid-1:7", 1, None, "shop", "a", "m.shop.a", 0, 0, ts, [Decimal(1), Decimal(9)], "c"),
+        ("mysql", "uuid-1:7", 1, None, "shop", "a", "m.shop.a", 0, 1, later, [Decimal(1), Decimal(9)], "c"),
+        ("mysql", "uuid-1:7", None, None, "shop", "b", "m.shop.b", 1, 4, ts, [Decimal(2)], "u"),
+        (None, "uuid-2:1", 2, None, "shop", "a", "m.shop.a", 0, 2, ts, None, None),
+        ("mysql", "uuid-2:1", 3, None, "shop", "a", "m.shop.a", 0, 3, later, [Decimal(1), Decimal(10), Decimal(0)], "d"),
+        ("postgresql", "55:900", 1, "public", "db", "c", "p.public.c", 0, 0, ts, [Decimal(900)], "c"),
+        ("postgresql", "55:899", 2, "public", "db", "c", "p.public.c", 0, 1, ts, [Decimal(899)], "u"),
+        ("postgresql", "56:902", 1, "public", None, "c", "p.public.c", 0, 2, later, [Decimal(902)], "c"),
+    ]  # fmt: skip
+    counts = "array<struct<data_collection:string,event_count:bigint>>"
+    meta = [
+        ("m.transaction", 0, 0, ts, "BEGIN", "uuid-1:7", None, None),
+        ("m.transaction", 0, 1, ts, "END", "uuid-1:7", 3, [("shop.a", 1), ("shop.b", 2)]),
+        ("m.transaction", 1, 5, later, "END", "uuid-1:7", 4, [("x.shop.a", 2), ("shop.b", 2), ("shop.sig", 9)]),
+        ("m.transaction", 1, 2, ts, "BEGIN", "uuid-3:1", None, None),
+        ("m.transaction", 0, 2, later, "END", "uuid-2:1", 0, None),
+        ("p.transaction", 0, 0, ts, "BEGIN", "55:899", None, None),
+        ("p.transaction", 0, 1, later, "END", "55:903", 2, [("public.c", 2), ("public.sig", None)]),
+    ]
+    frame = spark.createDataFrame(
+        data,
+        "_cdc_connector string, _cdc_tx_id string, _cdc_tx_total_order bigint, _cdc_schema string, _cdc_db string, "
+        "_cdc_table string, _cdc_topic string, _cdc_partition int, _cdc_offset bigint, _cdc_kafka_ts timestamp, "
+        "_cdc_position array<decimal(38,0)>, _cdc_op string",
+    )
+    transactions = spark.createDataFrame(
+        meta,
+        "topic string, partition int, offset bigint, kafka_ts timestamp, status string, id string, "
+        f"event_count bigint, data_collections {counts}",
+    )
+    return [frame], transactions
+
+
+@pytest.mark.parametrize("batch", ["_facts_batch", "_edge_batch"])
+def test_a_small_batch_folded_in_python_has_the_transactions_spark_aggregates(spark: SparkSession, batch: str) -> None:
+    """:func:`fold` (a small batch's path) gives every transaction as :func:`facts` does, field by field; gather
+    takes it up to FOLD_MAX_ROWS rows, and the decision is the same."""
+    from cdclake.ingest.transactions import FOLD_MAX_ROWS, fold, gather
+
+    data, transactions = globals()[batch](spark)[:2]
+    ignored = ["s.debezium_signal", "shop.sig", "public.sig"]
+    aggregated, none = gather(data, transactions, ignored, settle=False)
+    assert none is None and len(aggregated) >= 5
+    assert fold(data, transactions, ignored) == aggregated
+    assert gather(data, transactions, ignored, rows=FOLD_MAX_ROWS) == (aggregated, None)
+    assert gather(data, transactions, ignored, rows=FOLD_MAX_ROWS + 1)[1] is not None  # aggregated by Spark
+    assert fold(data, None) == gather(data, None, settle=False)[0]
+    assert fold([], transactions, ignored) == gather([], transactions, ignored, settle=False)[0]
+    if batch == "_edge_batch":
+        one = aggregated["uuid-1:7"]
+        assert one.expected == {"shop.a": 2, "shop.b": 2} and one.expected_total == -5  # the later END, 4 - 9
+        assert one.end_at == (("m.transaction", 1), 5) and one.observed == {"shop.a": 1, "shop.b": 0}
+        assert aggregated["uuid-2:1"].connector == "mysql" and aggregated["uuid-2:1"].ops == {"d"}
+        assert aggregated["uuid-2:1"].position == [1, 10, 0]
+        assert aggregated["55"].expected_total == 2 and aggregated["55"].observed == {"public.c": 2}
+        assert aggregated["55"].position == [900]  # the greatest, not the last
+
+
 @pytest.mark.parametrize(
     "positions, greatest",
     [

@@ -74,9 +74,13 @@ def decide_transactions(ctx: BatchContext, plan: BatchPlan, decoded: BatchDecode
         stats = {t: decoded.batch.table_stats(t) for t in decoded.own}
         carrying = [f for t, f in decoded.own.items() if stats[t] is None or stats[t].transactional]
         metadata = decoded.batch.transactions if decoded.has("transactions") else None
+        # how many rows there are to gather (at most), when every table's were counted: a small batch's are
+        # folded in Python
+        known = [s.transactional for s in stats.values() if s is not None]
+        rows = sum(known) + decoded.counts["transactions"] if len(known) == len(stats) else None
         assert plan.planned_at is not None, "the PLANNED row is committed before transactions are decided"
         lost = lost_records(plan, decoded)
-        infos, settled = gather(carrying, metadata, source.signal_tables, settle=not lost)
+        infos, settled = gather(carrying, metadata, source.signal_tables, settle=not lost, rows=rows)
         tx_plan = decide(
             infos,
             cut_offsets(end_offsets(plan.ranges), decoded.schema_cuts),

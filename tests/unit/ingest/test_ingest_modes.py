@@ -180,3 +180,30 @@ def test_scd2_mode_keeps_history_with_valid_from_and_to(
     ]
     assert summary.tables[f"lake.{prefix}.inventory.items"]["skipped"] == 1
     assert ingest([], source=source).batch_id is None
+
+
+def test_scd2_mode_quotes_hostile_key_and_placeholder_column_names(
+    spark: SparkSession, prefix: str, ingest: RunBatch
+) -> None:
+    """History mode with a key column named ``co`d.e`` and a TOAST-placeholder column named ``n.o`te``: every
+    step that names them (the staleness join, the versions, the closing MERGE) quotes them."""
+    key, note = "co`d.e", "n.o`te"
+    codes = PgTable(prefix=prefix, table="codes", columns={key: "string", note: "string", "qty": "int32"}, key=(key,))
+    source = SourceConfig(name=prefix, topic_prefix=prefix, tables={"inventory.codes": LakeOptions(mode=LakeMode.SCD2)})
+    codes.create({key: "a'b", note: "long text", "qty": 1}, lsn=100)
+    codes.create({key: "c\\d", note: "other", "qty": 1}, lsn=101)
+    ingest(codes.take(), source=source)
+    codes.update({key: "a'b", note: UNAVAILABLE, "qty": 2}, lsn=200)  # unchanged TOAST: the version before's value
+    codes.delete({key: "c\\d"}, lsn=201)
+    codes.update({key: "a'b", note: "stale", "qty": 0}, lsn=90)  # older than what is stored
+    summary = ingest(codes.take(), source=source)
+    got = spark.sql(
+        f"SELECT `co``d.e`, `n.o``te`, qty, _cdc_valid_from[0], _cdc_valid_to[0], _cdc_is_current "
+        f"FROM lake.{prefix}.inventory.codes ORDER BY 1, 4"
+    ).collect()
+    assert [(r[0], r[1], r[2], int(r[3]), None if r[4] is None else int(r[4]), r[5]) for r in got] == [
+        ("a'b", "long text", 1, 100, 200, False),
+        ("a'b", "long text", 2, 200, None, True),
+        ("c\\d", "other", 1, 101, 201, False),
+    ]
+    assert summary.tables[f"lake.{prefix}.inventory.codes"]["skipped"] == 1

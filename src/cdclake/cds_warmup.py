@@ -25,8 +25,8 @@ def warm_up(step: str, archive: Path) -> None:
     flag = f"-XX:ArchiveClassesAtExit={archive}" if step == "dump" else f"-XX:SharedArchiveFile={archive} -Xshare:on"
     lake_dir = Path(tempfile.mkdtemp(prefix="cdclake-cds-"))
     try:
-        # the archive's class path is Spark's jars alone: the local drivers' appended decoder jar
-        # (cdclake.spark.with_local_file_system) leaves it a prefix, and spark-submit's drivers have none
+        # the archive's class path is Spark's jars alone: the decoder jar local drivers append
+        # (cdclake.spark.appended_class_path) leaves it a prefix, and spark-submit's drivers have none
         own = {"spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.LocalFileSystem"} if step == "dump" else None
         spark = build_spark_session(
             "cdclake-cds", lake=LakeConfig.embedded(lake_dir), extra_conf=own, driver_options=[LOCAL_DRIVER_GC, flag]

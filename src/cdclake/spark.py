@@ -84,24 +84,35 @@ LOCAL_FILE_SYSTEM = "dev.cdclake.fs.NioLocalFileSystem"
 DECODER_JAR_PREFIX = "cdclake-decoder-"
 
 
-def with_local_file_system(conf: Mapping[str, str]) -> dict[str, str]:
-    """``conf`` with :data:`LOCAL_FILE_SYSTEM` as the ``file:`` file system, unless it names one; and the decoder
-    jar, which holds it, appended to the class path of the driver JVMs this process launches
-    (``SPARK_DIST_CLASSPATH``).
-
-    The driver's own start (spark-submit) opens ``file:`` before it loads ``spark.jars``, so the class must be on
-    the JVM's class path. Appended, after Spark's jars, it leaves the class-data sharing archive valid
-    (:mod:`cdclake.cds`: an archive maps when its class path is a prefix of the JVM's).
-    """
-    if "spark.hadoop.fs.file.impl" in conf:
-        return dict(conf)
+def with_local_file_system(conf: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
+    """``conf`` with :data:`LOCAL_FILE_SYSTEM` as the ``file:`` file system, and the jar that holds it (the
+    decoder's, from ``spark.jars``), which the driver's class path needs (pure): spark-submit opens ``file:`` before
+    it loads ``spark.jars``. Unchanged, and no jar, when ``conf`` names a ``file:`` file system itself or has no
+    decoder jar."""
     decoder = [j for j in conf.get("spark.jars", "").split(",") if Path(j).name.startswith(DECODER_JAR_PREFIX)]
-    if not decoder:
-        return dict(conf)
-    present = os.environ.get("SPARK_DIST_CLASSPATH", "")
-    if decoder[0] not in present.split(os.pathsep):
-        os.environ["SPARK_DIST_CLASSPATH"] = os.pathsep.join(p for p in (present, decoder[0]) if p)
-    return {**conf, "spark.hadoop.fs.file.impl": LOCAL_FILE_SYSTEM}
+    if "spark.hadoop.fs.file.impl" in conf or not decoder:
+        return dict(conf), None
+    return {**conf, "spark.hadoop.fs.file.impl": LOCAL_FILE_SYSTEM}, decoder[0]
+
+
+@contextmanager
+def appended_class_path(jar: str | None) -> Iterator[None]:
+    """Within the block, a driver JVM this process launches has ``jar`` at the end of its class path
+    (``SPARK_DIST_CLASSPATH``, which Spark's launcher puts after Spark's jars); the environment is restored after it.
+
+    After Spark's jars, ``jar`` leaves the class-data sharing archive valid (:mod:`cdclake.cds`: an archive maps
+    when its class path is a prefix of the JVM's), and spark-submit's drivers, which lack it, map it too.
+    """
+    before = os.environ.get("SPARK_DIST_CLASSPATH")
+    if jar is not None:
+        os.environ["SPARK_DIST_CLASSPATH"] = os.pathsep.join(p for p in (before, jar) if p)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("SPARK_DIST_CLASSPATH", None)
+        else:
+            os.environ["SPARK_DIST_CLASSPATH"] = before
 
 
 def with_driver_options(conf: Mapping[str, str], options: Sequence[str]) -> dict[str, str]:
@@ -180,6 +191,7 @@ def build_spark_session(
     builder = SparkSession.builder.appName(app_name)
     # Under spark-submit (which sets PYSPARK_GATEWAY_PORT) the master given to spark-submit wins.
     conf = session_conf(lake, extra_conf)
+    class_path: str | None = None  # a jar for the class path of the driver JVM this process launches
     if master or not os.environ.get("PYSPARK_GATEWAY_PORT"):
         builder = builder.master(master or settings().spark_master)
         # the JVM this process launches (under spark-submit, --driver-memory decides); 2 GiB holds a
@@ -187,11 +199,12 @@ def build_spark_session(
         builder = builder.config("spark.driver.memory", settings().spark_driver_memory)
         if "spark.driver.extraJavaOptions" not in (extra_conf or {}):
             conf = with_driver_options(conf, local_driver_options() if driver_options is None else driver_options)
-        conf = with_local_file_system(conf)
+        conf, class_path = with_local_file_system(conf)
     for key, value in conf.items():
         builder = builder.config(key, value)
     _preload_lake_client()
-    spark = builder.getOrCreate()
+    with appended_class_path(class_path):
+        spark = builder.getOrCreate()
     logger.info("spark session %s (%s) on lake %s", app_name, spark.sparkContext.applicationId, lake.kind)
     return spark
 

@@ -79,3 +79,26 @@ def test_files_spark_writes_get_the_modes_hadoop_gives_them(spark: SparkSession,
     assert len(written) >= 2
     assert {p.stat().st_mode & 0o777 for p in written} == {0o644}
     assert sorted(r.id for r in spark.read.parquet(out.as_uri()).collect()) == [0, 1, 2]
+
+
+def test_the_local_file_system_class_goes_on_the_driver_class_path_only_while_the_driver_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    from cdclake.spark import LOCAL_FILE_SYSTEM, appended_class_path, with_local_file_system
+
+    jars = "/j/iceberg.jar,/j/cdclake-decoder-0.1.0.jar"
+    conf, jar = with_local_file_system({"spark.jars": jars})
+    assert (conf["spark.hadoop.fs.file.impl"], jar) == (LOCAL_FILE_SYSTEM, "/j/cdclake-decoder-0.1.0.jar")
+    named = {"spark.jars": jars, "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.LocalFileSystem"}
+    assert with_local_file_system(named) == (named, None)  # a file system named in the settings stays
+    assert with_local_file_system({"spark.jars": "/j/iceberg.jar"}) == ({"spark.jars": "/j/iceberg.jar"}, None)
+    monkeypatch.setenv("SPARK_DIST_CLASSPATH", "/hadoop/*")
+    with appended_class_path(jar):
+        assert os.environ["SPARK_DIST_CLASSPATH"] == f"/hadoop/*{os.pathsep}/j/cdclake-decoder-0.1.0.jar"
+    assert os.environ["SPARK_DIST_CLASSPATH"] == "/hadoop/*"
+    monkeypatch.delenv("SPARK_DIST_CLASSPATH")
+    with appended_class_path(jar):
+        assert os.environ["SPARK_DIST_CLASSPATH"] == "/j/cdclake-decoder-0.1.0.jar"
+    assert "SPARK_DIST_CLASSPATH" not in os.environ

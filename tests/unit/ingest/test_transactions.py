@@ -416,6 +416,13 @@ def _facts_batch(spark: SparkSession) -> tuple[list[DataFrame], DataFrame, dict[
     mark(104, "BEGIN")
     mark(105, "BEGIN"), event(105, "u", 1), event(105, "u", 2), mark(105, "END", {"s.u": 1})
     mark(106, "BEGIN"), event(106, "t", 1), mark(106, "END", {"s.t": 1})
+    frame, transactions = _decoded(spark, data, meta)
+    ends = {(t, 0): n + 1 for t, n in offsets.items()}
+    return [frame], transactions, ends
+
+
+def _decoded(spark: SparkSession, data: list[tuple], meta: list[tuple]) -> tuple[DataFrame, DataFrame]:
+    """Change rows and BEGIN/END rows in the decoded batch's shape (the columns the transactions phase reads)."""
     frame = spark.createDataFrame(
         data,
         "_cdc_connector string, _cdc_tx_id string, _cdc_tx_total_order bigint, _cdc_schema string, _cdc_db string, "
@@ -427,8 +434,7 @@ def _facts_batch(spark: SparkSession) -> tuple[list[DataFrame], DataFrame, dict[
         "topic string, partition int, offset bigint, kafka_ts timestamp, status string, id string, "
         "event_count bigint, data_collections array<struct<data_collection:string,event_count:bigint>>",
     )
-    ends = {(t, 0): n + 1 for t, n in offsets.items()}
-    return [frame], transactions, ends
+    return frame, transactions
 
 
 def test_transactions_settled_in_spark_decide_as_the_python_decision_does(spark: SparkSession) -> None:
@@ -505,7 +511,6 @@ def _edge_batch(spark: SparkSession) -> tuple[list[DataFrame], DataFrame]:
         ("postgresql", "55:899", 2, "public", "db", "c", "p.public.c", 0, 1, ts, [Decimal(899)], "u"),
         ("postgresql", "56:902", 1, "public", None, "c", "p.public.c", 0, 2, later, [Decimal(902)], "c"),
     ]  # fmt: skip
-    counts = "array<struct<data_collection:string,event_count:bigint>>"
     meta = [
         ("m.transaction", 0, 0, ts, "BEGIN", "uuid-1:7", None, None),
         ("m.transaction", 0, 1, ts, "END", "uuid-1:7", 3, [("shop.a", 1), ("shop.b", 2)]),
@@ -515,17 +520,7 @@ def _edge_batch(spark: SparkSession) -> tuple[list[DataFrame], DataFrame]:
         ("p.transaction", 0, 0, ts, "BEGIN", "55:899", None, None),
         ("p.transaction", 0, 1, later, "END", "55:903", 2, [("public.c", 2), ("public.sig", None)]),
     ]
-    frame = spark.createDataFrame(
-        data,
-        "_cdc_connector string, _cdc_tx_id string, _cdc_tx_total_order bigint, _cdc_schema string, _cdc_db string, "
-        "_cdc_table string, _cdc_topic string, _cdc_partition int, _cdc_offset bigint, _cdc_kafka_ts timestamp, "
-        "_cdc_position array<decimal(38,0)>, _cdc_op string",
-    )
-    transactions = spark.createDataFrame(
-        meta,
-        "topic string, partition int, offset bigint, kafka_ts timestamp, status string, id string, "
-        f"event_count bigint, data_collections {counts}",
-    )
+    frame, transactions = _decoded(spark, data, meta)
     return [frame], transactions
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -52,10 +53,18 @@ def _our_processes(state_dir: Path, width: int = 120) -> list[str]:
     return found
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _free_ports(names: tuple[str, ...], workers: int) -> dict[str, int]:
+    """A free loopback port for each setting in ``names``, consecutive, with the ``workers`` ports after
+    ``spark_ui_port`` (the workers' web UIs) free too. Chosen below the kernel's ephemeral range, so no outgoing
+    connection can take one between this choice and `stack up`."""
+    ordered = sorted(names, key=lambda name: name == "spark_ui_port")  # the workers' UIs follow the master's
+    count = len(ordered) + workers
+    ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(500):
+        start = random.randrange(10_000, ephemeral_low - count)
+        if all(port_is_free("127.0.0.1", port) for port in range(start, start + count)):
+            return {name: start + i for i, name in enumerate(ordered)}
+    raise AssertionError(f"no {count} consecutive free ports between 10000 and {ephemeral_low}")
 
 
 @pytest.fixture
@@ -86,7 +95,7 @@ def test_up_is_idempotent_and_down_stops_everything(state_dir: Path) -> None:
     """On the cluster profile: `stack down` stops the Spark master, the worker and the executor it runs for a live
     application, the REST catalog and the object store too."""
     base = StackConfig.from_env(state_dir)
-    ports = {name: _free_port() for name in (*PORTS, *CLUSTER_PORTS)}
+    ports = _free_ports((*PORTS, *CLUSTER_PORTS), workers=1)
     config = dataclasses.replace(base, **ports, stack_profile="cluster", spark_workers=1)
     stack = Stack(config)
     driver: subprocess.Popen[str] | None = None

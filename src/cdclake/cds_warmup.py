@@ -27,9 +27,11 @@ def warm_up(step: str, archive: Path) -> None:
     try:
         # the archive's class path is Spark's jars alone: the decoder jar local drivers append
         # (cdclake.spark.appended_class_path) leaves it a prefix, and spark-submit's drivers have none
-        own = {"spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.LocalFileSystem"} if step == "dump" else None
         spark = build_spark_session(
-            "cdclake-cds", lake=LakeConfig.embedded(lake_dir), extra_conf=own, driver_options=[LOCAL_DRIVER_GC, flag]
+            "cdclake-cds",
+            lake=LakeConfig.embedded(lake_dir),
+            driver_options=[LOCAL_DRIVER_GC, flag],
+            local_file_system=step != "dump",
         )
         if step == "dump":
             table = "lake.cds.warm_up"

@@ -163,6 +163,7 @@ def build_spark_session(
     master: str | None = None,
     extra_conf: Mapping[str, str] | None = None,
     driver_options: Sequence[str] | None = None,
+    local_file_system: bool = True,
 ) -> SparkSession:
     """Build (or reuse) the SparkSession with the project's jars and the lake's catalog.
 
@@ -176,6 +177,9 @@ def build_spark_session(
         driver_options: JVM options of a driver this process launches itself, added to the base ones
             (default: :func:`local_driver_options`); ignored under spark-submit, and when ``extra_conf``
             sets ``spark.driver.extraJavaOptions``.
+        local_file_system: a driver this process launches opens ``file:`` with :data:`LOCAL_FILE_SYSTEM`, its jar
+            appended to the driver's class path (:func:`with_local_file_system`); False keeps Hadoop's own and the
+            class path Spark's jars alone.
 
     Raises:
         NotInstalledError: when the project's jars have not been resolved.
@@ -199,7 +203,8 @@ def build_spark_session(
         builder = builder.config("spark.driver.memory", settings().spark_driver_memory)
         if "spark.driver.extraJavaOptions" not in (extra_conf or {}):
             conf = with_driver_options(conf, local_driver_options() if driver_options is None else driver_options)
-        conf, class_path = with_local_file_system(conf)
+        if local_file_system:
+            conf, class_path = with_local_file_system(conf)
     for key, value in conf.items():
         builder = builder.config(key, value)
     _preload_lake_client()

@@ -70,10 +70,12 @@ def key_bounds(
 
 
 def key_range_sql(bounds: KeyBounds, alias: str | None = None) -> str:
-    """``alias.k BETWEEN lo AND hi AND ...`` over ``bounds`` (``TRUE`` without any)."""
+    """``alias.k BETWEEN lo AND hi AND ...`` over ``bounds``, which name at least one column (callers skip the
+    condition when :func:`key_bounds` found none)."""
+    if not bounds:
+        raise ValueError("key_range_sql needs the bounds of at least one key column")
     prefix = f"{alias}." if alias else ""
-    terms = [f"{prefix}{quote_identifier(k)} BETWEEN {lo} AND {hi}" for k, (lo, hi) in bounds.items()]
-    return " AND ".join(terms) or "TRUE"
+    return " AND ".join(f"{prefix}{quote_identifier(k)} BETWEEN {lo} AND {hi}" for k, (lo, hi) in bounds.items())
 
 
 def _on(left: str, right: str, key_columns: Sequence[str], bounds: KeyBounds | None) -> str:
@@ -268,7 +270,8 @@ def insert_frame(rows: DataFrame, target_schema: T.StructType, data_columns: Seq
 def tombstone_merge_sql(
     target: str, source_view: str, key_columns: Sequence[str], bounds: KeyBounds | None = None
 ) -> str:
-    """Advance the delete tombstone of every key deleted again in ``source_view`` to the newer delete's position.
+    """Advance the delete tombstone of every key deleted again in ``source_view`` (the deletes' key columns and
+    ``_cdc_position``) to the newer delete's position.
 
     The upsert MERGEs only the deletes of keys that had a tombstone when the batch marked its events
     (``_tombstoned``); the others' tombstones are new and appended (:func:`tombstone_rows`). Every key of the
@@ -278,9 +281,8 @@ def tombstone_merge_sql(
     table past them. ``bounds``: as in :func:`update_sql`.
     """
     on = _on("d", "x", key_columns, bounds)
-    cols = ", ".join(quote_identifier(k) for k in key_columns)
     return (
-        f"MERGE INTO {target} d USING (SELECT {cols}, _cdc_position FROM {source_view} WHERE _cdc_op = 'd') x ON {on}\n"
+        f"MERGE INTO {target} d USING {source_view} x ON {on}\n"
         "WHEN MATCHED AND x._cdc_position > d._cdc_position THEN UPDATE SET "
         "d._cdc_position = x._cdc_position, d._cdc_deleted_at = current_timestamp()"
     )

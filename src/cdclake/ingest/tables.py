@@ -382,9 +382,7 @@ class TableApplier:
             apply.tombstone_rows(deleted.where(~F.col(apply.TOMBSTONED)), keys).writeTo(self.tombstones).append()
         if redeleted:
             sql = apply.tombstone_merge_sql(self.tombstones, f"cdc_batch_{tag}", keys, bounds)
-            again = deleted.where(F.col(apply.TOMBSTONED)).select(
-                *[quote_identifier(k) for k in keys], "_cdc_position", "_cdc_op"
-            )
+            again = deleted.where(F.col(apply.TOMBSTONED)).select(*[quote_identifier(k) for k in keys], "_cdc_position")
             merge_broadcast(self.spark, again, f"cdc_batch_{tag}", sql)
 
     def _write_upsert(

@@ -7,6 +7,7 @@ import logging
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Observation
@@ -60,6 +61,26 @@ def partition_sql(fld: PartitionField) -> str:
     if fld.width is not None:
         return f"{fld.transform}({fld.width}, {column})"
     return f"{_TRANSFORMS.get(fld.transform, fld.transform)}({column})"
+
+
+@dataclass(frozen=True)
+class FreshRows:
+    """One table's events of an upsert batch that its writes commit, and what those writes share.
+
+    Attributes:
+        rows: the latest event per key, stale ones dropped, with :data:`apply.IN_TARGET` and
+            :data:`apply.TOMBSTONED` marked.
+        data_cols: the table's data columns the batch carries.
+        keep: the columns whose stored value a placeholder keeps (:attr:`TableStats.keep`).
+        bounds: the batch's key range (:func:`apply.key_bounds`; empty: the scans are not narrowed).
+        tag: the suffix of the writes' temporary views.
+    """
+
+    rows: DataFrame
+    data_cols: list[str]
+    keep: list[str]
+    bounds: apply.KeyBounds
+    tag: int
 
 
 @contextmanager
@@ -333,14 +354,14 @@ class TableApplier:
             for (op, stale, _), n in split.items():
                 counts[(op, stale)] = counts.get((op, stale), 0) + n
             result.count_ops(counts)
-            fresh = marked.where(~F.col(apply.STALE)).drop(apply.STALE)
-            tag = abs(hash(self.name))
+            rows = marked.where(~F.col(apply.STALE)).drop(apply.STALE)
+            fresh = FreshRows(rows, data_cols, keep, bounds, tag=abs(hash(self.name)))
             if counts.get(("d", False)):
-                self._write_tombstones(fresh, counts[("d", False)], int(tally["redeleted"]), tag, bounds)
+                self._write_tombstones(fresh, counts[("d", False)], int(tally["redeleted"]))
                 crash_point("tombstones")
             matched = sum(n for (_, stale, present), n in split.items() if present and not stale)
             added = sum(n for (op, stale, present), n in split.items() if not present and not stale and op != "d")
-            self._write_upsert(fresh, props, matched, added, data_cols, keep, tag, bounds)
+            self._write_upsert(fresh, props, matched, added)
         finally:
             marked.unpersist()
             if narrow:
@@ -367,9 +388,7 @@ class TableApplier:
         rows = self.spark.table(name).select(*[quote_identifier(k) for k in self.info.key_columns], "_cdc_position")
         return rows.where(F.expr(apply.key_range_sql(bounds))) if bounds else rows
 
-    def _write_tombstones(
-        self, fresh: DataFrame, deletes: int, redeleted: int, tag: int, bounds: apply.KeyBounds
-    ) -> None:
+    def _write_tombstones(self, fresh: FreshRows, deletes: int, redeleted: int) -> None:
         """Record the tombstones of the fresh deletes (``deletes`` of them, ``redeleted`` of keys with a tombstone).
 
         A key's first tombstone is appended; a key deleted again (re-inserted since, or a redo that finds the
@@ -377,25 +396,15 @@ class TableApplier:
         newest delete's, and a redelivered or redone delete adds none.
         """
         keys = self.info.key_columns
-        deleted = fresh.where(F.col("_cdc_op") == "d")
+        deleted = fresh.rows.where(F.col("_cdc_op") == "d")
         if redeleted < deletes:
             apply.tombstone_rows(deleted.where(~F.col(apply.TOMBSTONED)), keys).writeTo(self.tombstones).append()
         if redeleted:
-            sql = apply.tombstone_merge_sql(self.tombstones, f"cdc_batch_{tag}", keys, bounds)
+            sql = apply.tombstone_merge_sql(self.tombstones, f"cdc_batch_{fresh.tag}", keys, fresh.bounds)
             again = deleted.where(F.col(apply.TOMBSTONED)).select(*[quote_identifier(k) for k in keys], "_cdc_position")
-            merge_broadcast(self.spark, again, f"cdc_batch_{tag}", sql)
+            merge_broadcast(self.spark, again, f"cdc_batch_{fresh.tag}", sql)
 
-    def _write_upsert(
-        self,
-        fresh: DataFrame,
-        props: dict[str, str],
-        matched: int,
-        added: int,
-        data_cols: list[str],
-        keep: list[str],
-        tag: int,
-        bounds: apply.KeyBounds,
-    ) -> None:
+    def _write_upsert(self, fresh: FreshRows, props: dict[str, str], matched: int, added: int) -> None:
         """Commit the fresh rows: a MERGE of the keys the table holds, an append of the others.
 
         The MERGE (matched-only: an inner join that broadcasts a batch up to
@@ -408,29 +417,23 @@ class TableApplier:
         merge, append = matched > 0 or added == 0, added > 0
         if merge:
             partial = {"cdc.partial-of": props.get("cdc.batch-id", ""), "cdc.step": "update"}
-            self._merge_matched(fresh, partial if append else props, data_cols, keep, tag, bounds)
+            self._merge_matched(fresh, partial if append else props)
             if append:
                 crash_point("table-partial")
         if append:
-            self._append_rows(fresh.where(~F.col(apply.IN_TARGET) & (F.col("_cdc_op") != "d")), props)
+            self._append_rows(fresh.rows.where(~F.col(apply.IN_TARGET) & (F.col("_cdc_op") != "d")), props)
 
-    def _merge_matched(
-        self,
-        fresh: DataFrame,
-        props: dict[str, str],
-        data_cols: list[str],
-        keep: list[str],
-        tag: int,
-        bounds: apply.KeyBounds,
-    ) -> None:
+    def _merge_matched(self, fresh: FreshRows, props: dict[str, str]) -> None:
         """The MERGE of the fresh rows whose key the table holds (:func:`apply.update_sql`), the table's scan
         narrowed to the batch's key range."""
         target_cols = [f.name for f in self.spark.table(self.name).schema.fields]
+        view = f"cdc_update_{fresh.tag}"
+        keys = self.info.key_columns
         sql = apply.update_sql(
-            self.name, f"cdc_update_{tag}", self.info.key_columns, data_cols, target_cols, META_NAMES, keep, bounds
+            self.name, view, keys, fresh.data_cols, target_cols, META_NAMES, fresh.keep, fresh.bounds
         )
-        rows = fresh.where(F.col(apply.IN_TARGET)).drop(apply.IN_TARGET)
-        merge_broadcast(self.spark, rows, f"cdc_update_{tag}", sql, props)
+        rows = fresh.rows.where(F.col(apply.IN_TARGET)).drop(apply.IN_TARGET)
+        merge_broadcast(self.spark, rows, view, sql, props)
 
     def _scd2(self, frame: DataFrame, props: dict[str, str], result: TableResult, stats: TableStats) -> None:
         """History mode: every change becomes a version with ``_cdc_valid_from``/``_cdc_valid_to`` positions."""

@@ -324,16 +324,70 @@ def test_key_bounds_keep_only_the_columns_with_both_literals() -> None:
     least = {"id": 3, "at": datetime(2026, 1, 1, tzinfo=UTC), "code": None}
     greatest = {"id": 9, "at": datetime(2026, 2, 1, tzinfo=UTC), "code": "z"}
     bounds = apply.key_bounds(least, greatest, types)
-    assert bounds == {"id": ("CAST(3 AS bigint)", "CAST(9 AS bigint)")}
+    assert bounds == {"id": apply.KeyBound("CAST(3 AS bigint)", "CAST(9 AS bigint)")}
     assert apply.key_range_sql(bounds, "t") == "t.`id` BETWEEN CAST(3 AS bigint) AND CAST(9 AS bigint)"
     with pytest.raises(ValueError, match="at least one key column"):
         apply.key_range_sql({})
 
 
+def test_key_bounds_list_a_batchs_distinct_values() -> None:
+    types = {"id": T.LongType(), "code": T.StringType()}
+    least, greatest = {"id": 3, "code": "a'"}, {"id": 9, "code": "z"}
+    bounds = apply.key_bounds(least, greatest, types, {"id": [9, 3, 5, 3], "code": ["z", "a'"]})
+    assert bounds["id"] == apply.KeyBound(
+        "CAST(3 AS bigint)", "CAST(9 AS bigint)", ("CAST(3 AS bigint)", "CAST(5 AS bigint)", "CAST(9 AS bigint)")
+    )
+    assert apply.key_range_sql(bounds, "t") == (
+        "t.`id` IN (CAST(3 AS bigint), CAST(5 AS bigint), CAST(9 AS bigint)) AND t.`code` IN ('a\\'', 'z')"
+    )
+    # a value without a literal (a null key, a value not of the column's type) leaves the column its range
+    for odd in (None, b"\x00"):
+        bounds = apply.key_bounds(least, greatest, types, {"id": [3, 9], "code": ["a'", odd]})
+        assert bounds["code"] == apply.KeyBound("'a\\''", "'z'")
+        assert bounds["id"].values == ("CAST(3 AS bigint)", "CAST(9 AS bigint)")
+
+
+def test_split_ranges_cut_at_the_widest_gaps() -> None:
+    from datetime import date
+    from decimal import Decimal
+
+    assert apply.split_ranges([1, 2, 3, 10, 11, 30], 3) == [(1, 3), (10, 11), (30, 30)]
+    assert apply.split_ranges([1, 2, 3, 10, 11, 30], 1) == [(1, 30)]
+    assert apply.split_ranges([5], 4) == [(5, 5)]
+    assert apply.split_ranges([1, 2, 4], 9) == [(1, 2), (4, 4)]
+    assert apply.split_ranges([3, 6, 9, 12], 4) == [(3, 12)]  # evenly spaced: no gap is wider
+    assert apply.split_ranges([], 4) == []
+    days = [date(2026, 1, 1), date(2026, 1, 2), date(2026, 6, 1)]
+    assert apply.split_ranges(days, 2) == [(days[0], days[1]), (days[2], days[2])]
+    assert apply.split_ranges([Decimal("0.5"), Decimal("9.5"), Decimal("9.75")], 2) == [
+        (Decimal("0.5"), Decimal("0.5")),
+        (Decimal("9.5"), Decimal("9.75")),
+    ]
+
+
+def test_key_bounds_cover_many_values_by_ranges() -> None:
+    many = [*range(1000, 1000 + apply.KEY_VALUES_MAX), 5_000_000, 5_000_001, 90]
+    types = {"id": T.LongType(), "code": T.StringType()}
+    codes = [f"c{i:04d}" for i in range(apply.KEY_VALUES_MAX + 1)]
+    least, greatest = {"id": 90, "code": codes[0]}, {"id": 5_000_001, "code": codes[-1]}
+    bounds = apply.key_bounds(least, greatest, types, {"id": many, "code": codes})
+    assert bounds["id"].values == ()
+    assert bounds["id"].ranges == tuple(
+        (f"CAST({a} AS bigint)", f"CAST({b} AS bigint)")
+        for a, b in [(90, 90), (1000, 999 + apply.KEY_VALUES_MAX), (5_000_000, 5_000_001)]
+    )
+    assert apply.key_range_sql(bounds, "t").startswith(
+        "(t.`id` BETWEEN CAST(90 AS bigint) AND CAST(90 AS bigint) OR t.`id` BETWEEN CAST(1000 AS bigint) AND "
+    )
+    # strings have no gap to split at: too many of them keep the one range
+    assert bounds["code"] == apply.KeyBound(quote_string(codes[0]), quote_string(codes[-1]))
+    assert apply.key_range_sql(bounds).endswith(f"`code` BETWEEN 'c0000' AND {quote_string(codes[-1])}")
+
+
 @pytest.mark.parametrize("name", HOSTILE)
 def test_merges_narrowed_by_key_bounds_hostile_key(name: str) -> None:
     q = quote_identifier(name)
-    bounds = {name: (quote_string("a'"), quote_string("b\\"))}
+    bounds = {name: apply.KeyBound(quote_string("a'"), quote_string("b\\"))}
     update = apply.update_sql(TARGET, "v1", (name,), (name, "v"), (name, "v"), (), bounds=bounds)
     assert update.splitlines()[0] == (
         f"MERGE INTO {TARGET} t USING v1 s ON t.{q} = s.{q} AND t.{q} BETWEEN 'a\\'' AND 'b\\\\'"

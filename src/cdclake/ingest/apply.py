@@ -7,6 +7,7 @@ source position, then stream rank, Kafka partition and offset; see docs/decoding
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 from typing import Any
@@ -31,10 +32,41 @@ def position_literal(position: Sequence[int]) -> str:
     return "array(" + ", ".join(f"CAST({int(p)} AS DECIMAL(38,0))" for p in position) + ")"
 
 
-#: A key column's least and greatest value in a batch, as SQL literals (see :func:`key_bounds`).
-KeyBounds = Mapping[str, tuple[str, str]]
+#: Up to this many distinct values, a key column's bound lists them (``IN``): Iceberg prunes buckets and files by
+#: each of them, and evaluates an ``IN`` against file metrics only up to 200 values.
+KEY_VALUES_MAX = 200
+#: Above :data:`KEY_VALUES_MAX` values, a key column of an ordered numeric or date type is bounded by up to this
+#: many ranges, split at the widest gaps between its values.
+KEY_RANGES_MAX = 16
+
+
+@dataclass(frozen=True)
+class KeyBound:
+    """What a batch's keys say about one key column, as SQL literals (see :func:`key_bounds`): its least and
+    greatest value and, when the batch's values were collected, either all of them (distinct, in the order of
+    their text) or ranges that cover them."""
+
+    least: str
+    greatest: str
+    values: tuple[str, ...] = ()
+    ranges: tuple[tuple[str, str], ...] = ()
+
+    def sql(self, column: str) -> str:
+        """``column IN (values)``, else ``(column BETWEEN lo AND hi OR ...)`` over the ranges, else ``column BETWEEN
+        least AND greatest``."""
+        if self.values:
+            return f"{column} IN ({', '.join(self.values)})"
+        if len(self.ranges) > 1:
+            return "(" + " OR ".join(f"{column} BETWEEN {lo} AND {hi}" for lo, hi in self.ranges) + ")"
+        return f"{column} BETWEEN {self.least} AND {self.greatest}"
+
+
+#: The bound of each key column the scans of a batch can be narrowed by (see :func:`key_bounds`).
+KeyBounds = Mapping[str, KeyBound]
 
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+#: Key types whose values have a difference (:func:`split_ranges`).
+_SPACED = (*_INTEGRAL, T.DateType, T.DecimalType)
 
 
 def key_literal(value: Any, data_type: T.DataType) -> str | None:
@@ -54,28 +86,63 @@ def key_literal(value: Any, data_type: T.DataType) -> str | None:
     return None
 
 
+def split_ranges(values: Sequence[Any], most: int) -> list[tuple[Any, Any]]:
+    """``values`` (sorted, distinct, with a difference: integers, dates, decimals) as at most ``most`` ranges
+    ``(first, last)`` that cover them, split at the ``most - 1`` widest gaps between neighbours that are wider than
+    the narrowest (a run of evenly spaced values stays one range) (pure)."""
+    if not values:
+        return []
+    gaps = {i: values[i] - values[i - 1] for i in range(1, len(values))}
+    narrowest = min(gaps.values(), default=None)
+    wider = [i for i, gap in gaps.items() if gap > narrowest]
+    widest = sorted(wider, key=gaps.__getitem__, reverse=True)[: most - 1]
+    starts = [0, *sorted(widest)]
+    ends = [*starts[1:], len(values)]
+    return [(values[a], values[b - 1]) for a, b in zip(starts, ends, strict=True)]
+
+
 def key_bounds(
-    least: Mapping[str, Any], greatest: Mapping[str, Any], key_types: Mapping[str, T.DataType]
-) -> dict[str, tuple[str, str]]:
+    least: Mapping[str, Any],
+    greatest: Mapping[str, Any],
+    key_types: Mapping[str, T.DataType],
+    values: Mapping[str, Sequence[Any]] | None = None,
+) -> dict[str, KeyBound]:
     """The bounds of the key columns whose type :func:`key_literal` can write, from a batch's least and
-    greatest value of each (pure). A stored row whose key is the key of a batch row lies within every bound,
-    so adding the bounds to a scan of the table changes no match, and lets Iceberg skip the data files whose
-    column metrics lie outside them."""
+    greatest value of each and, when given, all of its values (pure).
+
+    A stored row whose key is the key of a batch row lies within every bound, so adding the bounds to a scan of
+    the table changes no match, and lets Iceberg skip the data files whose partition or column metrics exclude
+    them. A range skips the files outside it; up to :data:`KEY_VALUES_MAX` values are listed, which also skips
+    the buckets and the files between them; more values of an integer, date or decimal column are covered by up to
+    :data:`KEY_RANGES_MAX` ranges (:func:`split_ranges`), which skips the files in the gaps between them. A column
+    keeps its one range when one of its values has no literal (a null).
+    """
     out = {}
     for name, data_type in key_types.items():
         lo, hi = key_literal(least.get(name), data_type), key_literal(greatest.get(name), data_type)
-        if lo is not None and hi is not None:
-            out[name] = (lo, hi)
+        if lo is None or hi is None:
+            continue
+        literals = {v: key_literal(v, data_type) for v in (values or {}).get(name, ())}
+        written = {v: literal for v, literal in literals.items() if literal is not None}
+        if len(written) < len(literals) or not written:
+            out[name] = KeyBound(lo, hi)
+        elif len(written) <= KEY_VALUES_MAX:
+            out[name] = KeyBound(lo, hi, values=tuple(sorted(written.values())))
+        elif isinstance(data_type, _SPACED):
+            spans = split_ranges(sorted(written), KEY_RANGES_MAX)
+            out[name] = KeyBound(lo, hi, ranges=tuple((written[a], written[b]) for a, b in spans))
+        else:
+            out[name] = KeyBound(lo, hi)
     return out
 
 
 def key_range_sql(bounds: KeyBounds, alias: str | None = None) -> str:
-    """``alias.k BETWEEN lo AND hi AND ...`` over ``bounds``, which name at least one column (callers skip the
-    condition when :func:`key_bounds` found none)."""
+    """The conditions of ``bounds`` (:meth:`KeyBound.sql`) on ``alias.k``, joined by ``AND``; ``bounds`` name at
+    least one column (callers skip the condition when :func:`key_bounds` found none)."""
     if not bounds:
         raise ValueError("key_range_sql needs the bounds of at least one key column")
     prefix = f"{alias}." if alias else ""
-    return " AND ".join(f"{prefix}{quote_identifier(k)} BETWEEN {lo} AND {hi}" for k, (lo, hi) in bounds.items())
+    return " AND ".join(bound.sql(prefix + quote_identifier(k)) for k, bound in bounds.items())
 
 
 def _on(left: str, right: str, key_columns: Sequence[str], bounds: KeyBounds | None) -> str:

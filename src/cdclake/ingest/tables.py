@@ -45,6 +45,10 @@ QUARANTINED = "cdc.quarantined"
 #: Up to this many events per table and batch, the stored positions are narrowed to the batch's keys by a
 #: broadcast semi-join (see :func:`cdclake.ingest.apply.mark_stale`).
 BROADCAST_KEYS_MAX_EVENTS = 2_000_000
+#: Up to this many events per table and batch, the batch's key values are collected (with their range, by the
+#: same job), and the scans of the table and its tombstones are narrowed to them (a list of values, or ranges
+#: split at the widest gaps between them) rather than to one range (see :func:`cdclake.ingest.apply.key_bounds`).
+KEY_VALUES_MAX_EVENTS = 100_000
 #: Up to this estimated size, the batch rows that update or delete stored keys are broadcast to the MERGE
 #: (the table is scanned but not shuffled; see :func:`cdclake.ingest.apply.update_sql`). A broadcast
 #: hint cannot do it: Spark drops it, because the MERGE's join already carries a hint for the table's
@@ -337,7 +341,7 @@ class TableApplier:
             narrow = sum(stats.events.values()) <= BROADCAST_KEYS_MAX_EVENTS
             if narrow:
                 # computed once, for the broadcast and the join; its key range observed on the way
-                latest, bounds = self._key_range(latest)
+                latest, bounds = self._key_range(latest, listed=sum(stats.events.values()) <= KEY_VALUES_MAX_EVENTS)
             stored = self._keys_and_positions(self.name, bounds)
             tombs = self._keys_and_positions(self.tombstones, bounds)
             # materialised with its lineage cut: a MERGE whose source plan still scans the target table
@@ -367,19 +371,22 @@ class TableApplier:
             if narrow:
                 latest.unpersist()
 
-    def _key_range(self, latest: DataFrame) -> tuple[DataFrame, apply.KeyBounds]:
+    def _key_range(self, latest: DataFrame, listed: bool) -> tuple[DataFrame, apply.KeyBounds]:
         """``latest`` checkpointed, and the bounds of its keys (:func:`apply.key_bounds`), observed by the
-        checkpoint's job."""
+        checkpoint's job: each key column's least and greatest value and, when ``listed``, all of its values."""
         keys = self.info.key_columns
         observed = Observation(f"cdclake-keys-{uuid.uuid4().hex}")
         ranges = [F.min(quote_identifier(k)).alias(f"lo{i}") for i, k in enumerate(keys)]
         ranges += [F.max(quote_identifier(k)).alias(f"hi{i}") for i, k in enumerate(keys)]
+        if listed:
+            ranges += [F.collect_set(quote_identifier(k)).alias(f"in{i}") for i, k in enumerate(keys)]
         checkpointed = latest.observe(observed, *ranges).localCheckpoint(eager=True)
         seen = observed.get
         bounds = apply.key_bounds(
             {k: seen[f"lo{i}"] for i, k in enumerate(keys)},
             {k: seen[f"hi{i}"] for i, k in enumerate(keys)},
             {k: latest.schema[k].dataType for k in keys},
+            {k: seen[f"in{i}"] for i, k in enumerate(keys)} if listed else None,
         )
         return checkpointed, bounds
 

@@ -221,11 +221,23 @@ def test_a_redo_after_the_tombstones_committed_still_deletes_the_row(
     assert ingest([]).status == "no-new-records"
 
 
+@pytest.mark.parametrize("narrowed_by", ["values", "ranges", "range"])
 def test_stored_keys_at_the_bounds_of_a_batch_key_range_are_matched(
-    spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch
+    spark: SparkSession,
+    prefix: str,
+    table: PgTable,
+    ingest: RunBatch,
+    monkeypatch: pytest.MonkeyPatch,
+    narrowed_by: str,
 ) -> None:
-    # the applier narrows the table's and the tombstones' scans to the batch's key range: keys at its two
-    # ends must still match, keys outside it stay as they are
+    # the applier narrows the table's and the tombstones' scans to the batch's key values (a small batch), to
+    # ranges that cover them (more values), or to their range (a batch too large to collect them): keys at the
+    # ends of each must still match, keys outside stay as they are
+    if narrowed_by == "ranges":  # two values or more: two ranges, split at the widest gap
+        monkeypatch.setattr("cdclake.ingest.apply.KEY_VALUES_MAX", 1)
+        monkeypatch.setattr("cdclake.ingest.apply.KEY_RANGES_MAX", 2)
+    elif narrowed_by == "range":
+        monkeypatch.setattr("cdclake.ingest.tables.KEY_VALUES_MAX_EVENTS", 0)
     for i in range(1, 6):
         table.create({"id": i, "name": f"n{i}", "qty": i}, lsn=100 + i)
     ingest(table.take())
@@ -245,12 +257,15 @@ def test_stored_keys_at_the_bounds_of_a_batch_key_range_are_matched(
     assert rows(spark, prefix) == [(1, "n1", 1), (3, "u3", 30), (5, "n5", 5)]
     assert _tombstones(spark, prefix) == [(2, 300), (4, 501)]
     assert summary.tables[f"lake.{prefix}.inventory.items"]["applied"] == 2
-    # a late update of key 2, older than its delete, is stale: the tombstone is found within the range
+    # a late update of key 2, older than its delete, is stale: the tombstone is found within the range (keys 1, 2
+    # and 5: narrowed by ranges, 1-2 and 5-5)
     table.update({"id": 2, "name": "zombie", "qty": 0}, lsn=250)
     table.update({"id": 1, "name": "u1", "qty": 10}, lsn=600)
+    table.update({"id": 5, "name": "u5", "qty": 50}, lsn=601)
     summary = ingest(table.take())
-    assert rows(spark, prefix) == [(1, "u1", 10), (3, "u3", 30), (5, "n5", 5)]
+    assert rows(spark, prefix) == [(1, "u1", 10), (3, "u3", 30), (5, "u5", 50)]
     assert summary.tables[f"lake.{prefix}.inventory.items"]["skipped"] == 1
+    assert summary.tables[f"lake.{prefix}.inventory.items"]["applied"] == 2
 
 
 def test_string_keys_with_quotes_and_backslashes_bound_the_scan(
@@ -288,3 +303,9 @@ def test_string_keys_with_quotes_and_backslashes_bound_the_scan(
     plan = scan._jdf.queryExecution().executedPlan().toString()
     assert ">= 'a'b'" in plan.replace("\\", ""), plan
     assert [r[key] for r in scan.collect()] == ["a'b"]
+    # so is a list of the batch's values
+    bounds = apply.key_bounds({key: "a'b"}, {key: "zz"}, {key: T.StringType()}, {key: ["zz", "a'b"]})
+    scan = spark.table(f"lake.{prefix}.inventory.codes").where(F.expr(apply.key_range_sql(bounds)))
+    plan = scan._jdf.queryExecution().executedPlan().toString()
+    assert "IN ('a'b', 'zz')" in plan.replace("\\", ""), plan
+    assert sorted(r[key] for r in scan.collect()) == ["a'b", "zz"]

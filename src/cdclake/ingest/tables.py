@@ -48,7 +48,7 @@ BROADCAST_KEYS_MAX_EVENTS = 2_000_000
 #: Up to this many events per table and batch, the batch's key values are collected (with their range, by the
 #: same job), and the scans of the table and its tombstones are narrowed to them (a list of values, or ranges
 #: split at the widest gaps between them) rather than to one range (see :func:`cdclake.ingest.apply.key_bounds`).
-KEY_VALUES_MAX_EVENTS = 100_000
+KEY_VALUES_MAX_EVENTS = 20_000
 #: Up to this estimated size, the batch rows that update or delete stored keys are broadcast to the MERGE
 #: (the table is scanned but not shuffled; see :func:`cdclake.ingest.apply.update_sql`). A broadcast
 #: hint cannot do it: Spark drops it, because the MERGE's join already carries a hint for the table's

@@ -289,7 +289,7 @@ def update_sql(
     Columns of the target that the batch does not carry (a column dropped at the source) are set to
     null from then on. Columns listed in ``s._keep`` keep the stored value; only ``keep_columns`` (those
     that carry a placeholder somewhere in the batch) are tested, so the table's other data columns are
-    not read. ``bounds`` (:func:`key_bounds` of the batch) narrow the table's scan to the batch's key range.
+    not read. ``bounds`` (:func:`key_bounds` of the batch) narrow the table's scan to the batch's keys.
     """
     on = _on("t", "s", key_columns, bounds)
     carried = set(data_columns)

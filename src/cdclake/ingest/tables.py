@@ -76,7 +76,7 @@ class FreshRows:
             :data:`apply.TOMBSTONED` marked.
         data_cols: the table's data columns the batch carries.
         keep: the columns whose stored value a placeholder keeps (:attr:`TableStats.keep`).
-        bounds: the batch's key range (:func:`apply.key_bounds`; empty: the scans are not narrowed).
+        bounds: the bounds of the batch's keys (:func:`apply.key_bounds`; empty: the scans are not narrowed).
         tag: the suffix of the writes' temporary views.
     """
 
@@ -338,10 +338,11 @@ class TableApplier:
             narrow = False
         else:
             # the batch's keys narrow the stored positions before the join when they fit in a broadcast
-            narrow = sum(stats.events.values()) <= BROADCAST_KEYS_MAX_EVENTS
+            n_events = sum(stats.events.values())
+            narrow = n_events <= BROADCAST_KEYS_MAX_EVENTS
             if narrow:
-                # computed once, for the broadcast and the join; its key range observed on the way
-                latest, bounds = self._key_range(latest, listed=sum(stats.events.values()) <= KEY_VALUES_MAX_EVENTS)
+                # computed once, for the broadcast and the join; its keys' bounds observed on the way
+                latest, bounds = self._key_range(latest, with_values=n_events <= KEY_VALUES_MAX_EVENTS)
             stored = self._keys_and_positions(self.name, bounds)
             tombs = self._keys_and_positions(self.tombstones, bounds)
             # materialised with its lineage cut: a MERGE whose source plan still scans the target table
@@ -371,22 +372,22 @@ class TableApplier:
             if narrow:
                 latest.unpersist()
 
-    def _key_range(self, latest: DataFrame, listed: bool) -> tuple[DataFrame, apply.KeyBounds]:
+    def _key_range(self, latest: DataFrame, with_values: bool) -> tuple[DataFrame, apply.KeyBounds]:
         """``latest`` checkpointed, and the bounds of its keys (:func:`apply.key_bounds`), observed by the
-        checkpoint's job: each key column's least and greatest value and, when ``listed``, all of its values."""
+        checkpoint's job: each key column's least and greatest value and, ``with_values``, all of its values."""
         keys = self.info.key_columns
         observed = Observation(f"cdclake-keys-{uuid.uuid4().hex}")
-        ranges = [F.min(quote_identifier(k)).alias(f"lo{i}") for i, k in enumerate(keys)]
-        ranges += [F.max(quote_identifier(k)).alias(f"hi{i}") for i, k in enumerate(keys)]
-        if listed:
-            ranges += [F.collect_set(quote_identifier(k)).alias(f"in{i}") for i, k in enumerate(keys)]
-        checkpointed = latest.observe(observed, *ranges).localCheckpoint(eager=True)
+        seen_by = [F.min(quote_identifier(k)).alias(f"lo{i}") for i, k in enumerate(keys)]
+        seen_by += [F.max(quote_identifier(k)).alias(f"hi{i}") for i, k in enumerate(keys)]
+        if with_values:
+            seen_by += [F.collect_set(quote_identifier(k)).alias(f"in{i}") for i, k in enumerate(keys)]
+        checkpointed = latest.observe(observed, *seen_by).localCheckpoint(eager=True)
         seen = observed.get
         bounds = apply.key_bounds(
             {k: seen[f"lo{i}"] for i, k in enumerate(keys)},
             {k: seen[f"hi{i}"] for i, k in enumerate(keys)},
             {k: latest.schema[k].dataType for k in keys},
-            {k: seen[f"in{i}"] for i, k in enumerate(keys)} if listed else None,
+            {k: seen[f"in{i}"] for i, k in enumerate(keys)} if with_values else None,
         )
         return checkpointed, bounds
 
@@ -432,7 +433,7 @@ class TableApplier:
 
     def _merge_matched(self, fresh: FreshRows, props: dict[str, str]) -> None:
         """The MERGE of the fresh rows whose key the table holds (:func:`apply.update_sql`), the table's scan
-        narrowed to the batch's key range."""
+        narrowed by the batch's key bounds."""
         target_cols = [f.name for f in self.spark.table(self.name).schema.fields]
         view = f"cdc_update_{fresh.tag}"
         keys = self.info.key_columns

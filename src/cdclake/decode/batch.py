@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import reduce
@@ -64,6 +64,10 @@ class TableStats:
 
     The decoder's counting pass observes them (:meth:`DecodedBatch.table_stats`); the applier computes them
     itself (one pass over the rows) when the rows it applies are not all the decoded ones.
+
+    They also hold what bounds the rows' keys, for the applier's scans (see
+    :func:`cdclake.ingest.apply.key_bounds`): each key column's least and greatest value and, when collected,
+    its distinct values. A key column missing from them is not bounded.
     """
 
     events: dict[str, int]
@@ -75,12 +79,23 @@ class TableStats:
     #: the earliest and latest ``source.ts_ms`` of the rows (naive, in the session's time zone: UTC)
     source_ts_first: datetime | None = None
     source_ts_last: datetime | None = None
+    #: each key column's least and greatest value among the rows (a column without a non-null value: absent)
+    key_least: dict[str, Any] = field(default_factory=dict)
+    key_greatest: dict[str, Any] = field(default_factory=dict)
+    #: each key column's distinct non-null values, when they were collected (:meth:`aggregates`)
+    key_values: dict[str, list[Any]] | None = None
 
     @staticmethod
-    def aggregates(rows: Column | None = None) -> list[Column]:
-        """The aggregate columns the stats are read from (:meth:`from_row`), over ``rows`` (default: all)."""
+    def aggregates(rows: Column | None = None, keys: Sequence[str] = (), key_values: bool = False) -> list[Column]:
+        """The aggregate columns the stats are read from (:meth:`from_row`), over ``rows`` (default: all); with
+        the least and greatest value of each of ``keys`` and, ``key_values``, their distinct values."""
         pick = (lambda c: F.when(rows, c)) if rows is not None else (lambda c: c)
+        bounds = [F.min(pick(column(k))).alias(f"key_lo{i}") for i, k in enumerate(keys)]
+        bounds += [F.max(pick(column(k))).alias(f"key_hi{i}") for i, k in enumerate(keys)]
+        if key_values:
+            bounds += [F.collect_set(pick(column(k))).alias(f"key_in{i}") for i, k in enumerate(keys)]
         return [
+            *bounds,
             *[F.count_if(pick(F.col("_cdc_op") == op)).alias(op) for op in OPS],
             F.max(pick(F.col("_cdc_position"))).alias("top"),
             F.max(pick(F.when(F.col("_cdc_op") == "t", F.col("_cdc_position")))).alias("truncate"),
@@ -91,7 +106,10 @@ class TableStats:
         ]
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> TableStats:
+    def from_row(cls, row: Mapping[str, Any], keys: Sequence[str] = (), key_values: bool = False) -> TableStats:
+        """The stats of a row of :meth:`aggregates` (with the same ``keys`` and ``key_values``)."""
+        least = {k: row[f"key_lo{i}"] for i, k in enumerate(keys) if row[f"key_lo{i}"] is not None}
+        greatest = {k: row[f"key_hi{i}"] for i, k in enumerate(keys) if row[f"key_hi{i}"] is not None}
         return cls(
             events={op: int(row[op]) for op in OPS if row[op]},
             watermark=[int(x) for x in row["top"]] if row["top"] is not None else None,
@@ -100,6 +118,9 @@ class TableStats:
             transactional=int(row["transactional"] or 0),
             source_ts_first=row["source_ts_first"],
             source_ts_last=row["source_ts_last"],
+            key_least=least,
+            key_greatest=greatest,
+            key_values={k: list(row[f"key_in{i}"]) for i, k in enumerate(keys)} if key_values else None,
         )
 
     @classmethod
@@ -119,7 +140,26 @@ class TableStats:
             transactional=sum(p.transactional for p in parts),
             source_ts_first=min((p.source_ts_first for p in parts if p.source_ts_first), default=None),
             source_ts_last=max((p.source_ts_last for p in parts if p.source_ts_last), default=None),
+            **_combined_keys(parts),
         )
+
+
+def _combined_keys(parts: Sequence[TableStats]) -> dict[str, Any]:
+    """The key fields of :meth:`TableStats.combine`: a key column is bounded only when every part with rows
+    bounds it (a part without change rows bounds nothing and takes nothing away), its values known only when
+    every such part collected them."""
+    bounded = [p for p in parts if p.events]
+    if not bounded:
+        return {}
+    names = set.intersection(*(set(p.key_least) for p in bounded))
+    least = {k: min(p.key_least[k] for p in bounded) for k in names}
+    greatest = {k: max(p.key_greatest[k] for p in bounded) for k in names}
+    collected = [p.key_values for p in bounded]
+    values: dict[str, list[Any]] | None = None
+    if all(v is not None for v in collected):
+        # duplicates across parts are harmless (the bounds make a set of the values' literals)
+        values = {k: [x for v in collected for x in v[k]] for k in names}  # type: ignore[index]
+    return {"key_least": least, "key_greatest": greatest, "key_values": values}
 
 
 def barrier() -> Column:
@@ -177,11 +217,18 @@ class StagedTopic:
         topic = F.lit(self.topic).alias(TOPIC_OUTPUT)
         return self.frame.where(usable).select(*[topic if c == TOPIC_OUTPUT else column(c) for c in self.outputs])
 
-    def categories(self, table: int, observation: Observation | None = None) -> DataFrame:
+    def categories(
+        self,
+        table: int,
+        observation: Observation | None = None,
+        keys: Sequence[str] = (),
+        key_values: bool = False,
+    ) -> DataFrame:
         """The counting frame of the records (:func:`cdclake.decode.counts.counted`): change rows (of table
         number ``table``), tombstones and dead letters.
 
-        With an ``observation``, the same pass observes the :class:`TableStats` of the change rows.
+        With an ``observation``, the same pass observes the :class:`TableStats` of the change rows, with the
+        bounds of their ``keys`` (:meth:`TableStats.aggregates`).
         """
         category = (
             F.when(F.col("_reason") == F.lit(TOMBSTONE), F.lit("tombstones"))
@@ -192,7 +239,7 @@ class StagedTopic:
         frame = self.frame
         if observation is not None:
             change_row = F.col("_reason").isNull() & ~F.col("_invalid")
-            frame = frame.observe(observation, *TableStats.aggregates(change_row))
+            frame = frame.observe(observation, *TableStats.aggregates(change_row, keys, key_values))
         return counted(frame, category, table, op)
 
     def dead(self) -> DataFrame:
@@ -286,6 +333,11 @@ class DecodedBatch:
         self.tables, self.dead_letters = assemble(self._staged, self._other_dead)
         return self
 
+    def _bounded_keys(self, staged: StagedTopic) -> tuple[str, ...]:
+        """The key columns of a staged topic's table that its decoded rows carry."""
+        info = self.table_info.get(staged.table_id)
+        return tuple(k for k in info.key_columns if k in staged.outputs) if info is not None else ()
+
     def table_stats(self, table_id: TableId) -> TableStats | None:
         """The :class:`TableStats` of a table's change rows, observed by :meth:`counts` (None before it)."""
         return self._stats.get(table_id)
@@ -296,9 +348,10 @@ class DecodedBatch:
             frame.unpersist()
         self._persisted.clear()
 
-    def counts(self) -> DecodeCounts:
+    def counts(self, key_values: bool = False) -> DecodeCounts:
         """Count every record in one Spark job (:func:`cdclake.decode.counts.count`), which also observes each
-        table's :class:`TableStats`.
+        table's :class:`TableStats`, with the least and greatest value of each of its key columns and,
+        ``key_values``, their distinct values.
 
         Every record of the batch is in exactly one category: the data topics' projections give change rows,
         tombstones and dead letters; the other topics' counting frames (built by the decoder) give the rest.
@@ -309,13 +362,17 @@ class DecodedBatch:
         """
         tables = list(dict.fromkeys(s.table_id for s in self._staged))
         observations = [Observation(f"cdclake-stats-{uuid.uuid4().hex}") for _ in self._staged]
+        keys = [self._bounded_keys(s) for s in self._staged]
         frames = [
-            *(s.categories(tables.index(s.table_id), o) for s, o in zip(self._staged, observations, strict=True)),
+            *(
+                s.categories(tables.index(s.table_id), o, k, key_values)
+                for s, o, k in zip(self._staged, observations, keys, strict=True)
+            ),
             *self._categories,
         ]
         counts = count(frames, tables)
         parts: dict[TableId, list[TableStats]] = {}
-        for staged, observation in zip(self._staged, observations, strict=True):
-            parts.setdefault(staged.table_id, []).append(TableStats.from_row(observation.get))
+        for staged, observation, k in zip(self._staged, observations, keys, strict=True):
+            parts.setdefault(staged.table_id, []).append(TableStats.from_row(observation.get, k, key_values))
         self._stats = {table_id: TableStats.combine(p) for table_id, p in parts.items()}
         return counts

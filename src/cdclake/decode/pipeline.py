@@ -138,13 +138,15 @@ def decode_counted(
     options: DecodeOptions,
     sampler: RecordSampler | None = None,
     level: StorageLevel | None = None,
+    key_values: bool = False,
 ) -> tuple[DecodedBatch, DecodeCounts]:
     """Decode, :meth:`~DecodedBatch.materialise` and :meth:`~DecodedBatch.counts` a batch, trusting the sample.
 
     With a ``sampler`` whose sample is conclusive (``decode_records(..., sample_only=True)``), there is no
     pass over the records before decoding: the counting pass, which fills the cache, also checks that every
     record was foreseen. If one was not (a schema version or a topic outside the sample), the batch is decoded
-    again, with discovery by a pass: slower, never wrong.
+    again, with discovery by a pass: slower, never wrong. ``key_values``: the counting pass also collects the
+    distinct values of each table's key columns (:meth:`~DecodedBatch.counts`).
 
     Returns:
         The materialised batch (call :meth:`~DecodedBatch.release` when done) and its counts.
@@ -152,9 +154,9 @@ def decode_counted(
     if sampler is not None:
         batch = decode_records(records, options=options, sampler=sampler, sample_only=True).materialise(level)
         try:
-            return batch, batch.counts()
+            return batch, batch.counts(key_values)
         except UnsampledRecordsError as exc:
             batch.release()
             logger.warning("discovery by sample missed records (%s); discovering by a pass over the batch", exc)
     batch = decode_records(records, options=options, sampler=sampler).materialise(level)
-    return batch, batch.counts()
+    return batch, batch.counts(key_values)

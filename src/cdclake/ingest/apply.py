@@ -221,7 +221,7 @@ def mark_stale(
     tombstones: DataFrame | None,
     key_columns: Sequence[str],
     *,
-    broadcast_keys: bool = False,
+    batch_keys: DataFrame | None = None,
 ) -> DataFrame:
     """Add ``_stale`` (the event is not newer than the stored row or the key's delete tombstone),
     ``_in_target`` (the table holds a row for the key) and ``_tombstoned`` (the key has a tombstone).
@@ -234,12 +234,13 @@ def mark_stale(
         stored: the lake table's ``key columns + _cdc_position``.
         tombstones: the tombstone table's ``key columns + _cdc_position`` (or None).
         key_columns: primary-key columns.
-        broadcast_keys: first narrow ``stored`` and ``tombstones`` to the batch's keys with a broadcast
-            semi-join (the table streams past a hash of the keys instead of being shuffled whole); for
-            batches whose keys fit in memory, i.e. when the table is much larger than the batch.
+        batch_keys: the key columns of the batch's events (repeats allowed): when given, ``stored`` and
+            ``tombstones`` are first narrowed to them by a broadcast semi-join (the table streams past a hash of
+            the keys instead of being shuffled whole); for batches whose keys fit in memory, i.e. when the table
+            is much larger than the batch.
     """
     out = latest
-    keys = F.broadcast(latest.select(*[F.col(quote_identifier(k)) for k in key_columns])) if broadcast_keys else None
+    keys = F.broadcast(batch_keys) if batch_keys is not None else None
     for label, other in (("t", stored), ("x", tombstones)):
         if other is None:
             continue

@@ -45,9 +45,10 @@ QUARANTINED = "cdc.quarantined"
 #: Up to this many events per table and batch, the stored positions are narrowed to the batch's keys by a
 #: broadcast semi-join (see :func:`cdclake.ingest.apply.mark_stale`).
 BROADCAST_KEYS_MAX_EVENTS = 2_000_000
-#: Up to this many events per table and batch, the batch's key values are collected (with their range, by the
-#: same job), and the scans of the table and its tombstones are narrowed to them (a list of values, or ranges
-#: split at the widest gaps between them) rather than to one range (see :func:`cdclake.ingest.apply.key_bounds`).
+#: Up to this many records per batch, the decoder's counting pass collects the key values of each table (beside
+#: their least and greatest, which it always observes), and the scans of the table and its tombstones are narrowed
+#: to them (a list of values, or ranges split at the widest gaps between them) rather than to one range (see
+#: :func:`cdclake.ingest.apply.key_bounds`).
 KEY_VALUES_MAX_EVENTS = 20_000
 #: Up to this estimated size, the batch rows that update or delete stored keys are broadcast to the MERGE
 #: (the table is scanned but not shuffled; see :func:`cdclake.ingest.apply.update_sql`). A broadcast
@@ -277,8 +278,10 @@ class TableApplier:
         return result
 
     def _stats(self, frame: DataFrame) -> TableStats:
-        """Events per op, greatest position, last truncate and placeholder columns: one Spark job."""
-        return TableStats.from_row(frame.agg(*TableStats.aggregates()).collect()[0])
+        """Events per op, greatest position, last truncate, placeholder columns and the keys' least and greatest
+        values: one Spark job."""
+        keys = [k for k in self.info.key_columns if k in frame.columns]
+        return TableStats.from_row(frame.agg(*TableStats.aggregates(keys=keys)).collect()[0], keys)
 
     def _append_rows(self, rows: DataFrame, props: dict[str, str]) -> None:
         """Append ``rows`` shaped as the table's rows (:func:`apply.insert_frame`), ``props`` in the commit."""
@@ -324,7 +327,6 @@ class TableApplier:
             F.count_if((F.col("_cdc_op") == "d") & ~F.col(apply.STALE) & F.col(apply.TOMBSTONED)).alias("redeleted")
         )
         first_batch = self._never_written(self.name) and self._never_written(self.tombstones)
-        bounds: apply.KeyBounds = {}
         if first_batch:
             # a table's first batch (its initial snapshot, typically the largest): nothing stored, nothing
             # deleted before, so no event is stale and every key is new; no join against the empty tables
@@ -335,20 +337,20 @@ class TableApplier:
                 .observe(observed, *tallies)
                 .localCheckpoint(eager=True)
             )
-            narrow = False
+            bounds: apply.KeyBounds = {}
         else:
-            # the batch's keys narrow the stored positions before the join when they fit in a broadcast
-            n_events = sum(stats.events.values())
-            narrow = n_events <= BROADCAST_KEYS_MAX_EVENTS
-            if narrow:
-                # computed once, for the broadcast and the join; its keys' bounds observed on the way
-                latest, bounds = self._key_range(latest, with_values=n_events <= KEY_VALUES_MAX_EVENTS)
+            bounds = self._key_bounds(stats, latest.schema)
+            # the batch's keys narrow the stored positions before the join when they fit in a broadcast, unless
+            # the bounds list every key column's values: the scans' filters then leave only those keys' rows
+            listed = all(k in bounds and bounds[k].values for k in keys)
+            narrow = not listed and sum(stats.events.values()) <= BROADCAST_KEYS_MAX_EVENTS
+            batch_keys = events.select(*[quote_identifier(k) for k in keys]) if narrow else None
             stored = self._keys_and_positions(self.name, bounds)
             tombs = self._keys_and_positions(self.tombstones, bounds)
             # materialised with its lineage cut: a MERGE whose source plan still scans the target table
             # can silently match nothing (seen with Iceberg 1.11 merge-on-read deletes)
             marked = (
-                apply.mark_stale(latest, stored, tombs, keys, broadcast_keys=narrow)
+                apply.mark_stale(latest, stored, tombs, keys, batch_keys=batch_keys)
                 .observe(observed, *tallies)
                 .localCheckpoint(eager=True)
             )
@@ -369,27 +371,17 @@ class TableApplier:
             self._write_upsert(fresh, props, matched, added)
         finally:
             marked.unpersist()
-            if narrow:
-                latest.unpersist()
 
-    def _key_range(self, latest: DataFrame, with_values: bool) -> tuple[DataFrame, apply.KeyBounds]:
-        """``latest`` checkpointed, and the bounds of its keys (:func:`apply.key_bounds`), observed by the
-        checkpoint's job: each key column's least and greatest value and, ``with_values``, all of its values."""
-        keys = self.info.key_columns
-        observed = Observation(f"cdclake-keys-{uuid.uuid4().hex}")
-        seen_by = [F.min(quote_identifier(k)).alias(f"lo{i}") for i, k in enumerate(keys)]
-        seen_by += [F.max(quote_identifier(k)).alias(f"hi{i}") for i, k in enumerate(keys)]
-        if with_values:
-            seen_by += [F.collect_set(quote_identifier(k)).alias(f"in{i}") for i, k in enumerate(keys)]
-        checkpointed = latest.observe(observed, *seen_by).localCheckpoint(eager=True)
-        seen = observed.get
-        bounds = apply.key_bounds(
-            {k: seen[f"lo{i}"] for i, k in enumerate(keys)},
-            {k: seen[f"hi{i}"] for i, k in enumerate(keys)},
-            {k: latest.schema[k].dataType for k in keys},
-            {k: seen[f"in{i}"] for i, k in enumerate(keys)} if with_values else None,
+    def _key_bounds(self, stats: TableStats, schema: T.StructType) -> apply.KeyBounds:
+        """The bounds of the batch's keys (:func:`apply.key_bounds`) from what ``stats`` observed of them, as
+        literals of their types in ``schema`` (the rows as the table stores them)."""
+        keys = [k for k in self.info.key_columns if k in stats.key_least and k in schema.fieldNames()]
+        return apply.key_bounds(
+            stats.key_least,
+            stats.key_greatest,
+            {k: schema[k].dataType for k in keys},
+            stats.key_values,
         )
-        return checkpointed, bounds
 
     def _keys_and_positions(self, name: str, bounds: apply.KeyBounds) -> DataFrame:
         """The key columns and ``_cdc_position`` of table ``name``, within ``bounds`` (files outside them unread)."""

@@ -8,6 +8,7 @@ from decode_helpers import key, record, topic_of, value
 from pyspark.sql import SparkSession
 
 from cdclake.decode import DecodeCounts, DecodeOptions, TableId, decode_records, records_from_dicts
+from cdclake.decode.batch import TableStats
 from cdclake.decode.columns import BY_NAME, LAKE_META_COLUMNS, Origin, change_columns
 from cdclake.decode.counts import COUNTED
 
@@ -72,3 +73,51 @@ def test_the_counting_pass_counts_change_rows_per_table_and_op(spark: SparkSessi
     assert list(counts.as_dict()) == [*COUNTED, "data"]
     assert counts.table_ops(TableId(server="pg", namespace="public", table="t")) == {"c": 1, "u": 1}
     assert counts.table_ops(TableId(server="my", namespace="app", table="t")) == {"r": 1}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("key_values", [True, False])
+def test_the_counting_pass_observes_what_bounds_each_tables_keys(spark: SparkSession, key_values: bool) -> None:
+    # the apply phase narrows its scans by these: the change rows' least and greatest key and, when asked, their
+    # distinct values; a dead letter's or a Kafka tombstone's key is not a change row's
+    pg = topic_of("postgresql")
+    fields = [{"field": "id", "type": "int32"}]
+    rows = [
+        record(pg, 0, value("postgresql", {"id": 7}, op="c", row_fields=fields), key({"id": 7})),
+        record(pg, 1, value("postgresql", {"id": 3}, op="u", row_fields=fields), key({"id": 3})),
+        record(pg, 2, value("postgresql", {"id": 7}, op="u", row_fields=fields), key({"id": 7})),
+        record(pg, 3, value("postgresql", None, before={"id": 9}, op="d", row_fields=fields), key({"id": 9})),
+        record(pg, 4, None, key({"id": 1})),
+        record(pg, 5, "not json", key({"id": 100})),
+    ]
+    batch = decode_records(records_from_dicts(spark, rows), options=DecodeOptions()).materialise()
+    try:
+        counts = batch.counts(key_values=key_values)
+        assert (counts["data"], counts["tombstones"], counts["dead_letters"]) == (4, 1, 1)
+        stats = batch.table_stats(TableId(server="pg", namespace="public", table="t"))
+        assert stats is not None
+        assert (stats.key_least, stats.key_greatest) == ({"id": 3}, {"id": 9})
+        if key_values:
+            assert stats.key_values is not None and sorted(stats.key_values["id"]) == [3, 7, 9]
+        else:
+            assert stats.key_values is None
+    finally:
+        batch.release()
+
+
+def test_key_bounds_of_a_table_read_from_several_topics_cover_every_topics_rows() -> None:
+    # a table read from two topics: a key column bounded by both is bounded by their widest bounds, its values by
+    # both's; a column one of them does not bound is not bounded; a part without change rows takes nothing away
+    def part(events: dict[str, int], lo: dict[str, int], hi: dict[str, int], values: dict | None) -> TableStats:
+        return TableStats(events, None, None, [], key_least=lo, key_greatest=hi, key_values=values)
+
+    a = part({"c": 2}, {"id": 5, "k": 1}, {"id": 9, "k": 1}, {"id": [5, 9], "k": [1]})
+    b = part({"u": 1}, {"id": 2}, {"id": 6}, {"id": [2, 5]})
+    empty = part({}, {}, {}, None)
+    both = TableStats.combine([a, b, empty])
+    assert (both.key_least, both.key_greatest) == ({"id": 2}, {"id": 9})
+    assert both.key_values is not None and sorted(set(both.key_values["id"])) == [2, 5, 9]
+    assert set(both.key_values) == {"id"}
+    unlisted = TableStats.combine([a, part({"c": 1}, {"id": 1}, {"id": 1}, None)])
+    assert (unlisted.key_least, unlisted.key_values) == ({"id": 1}, None)
+    assert TableStats.combine([empty]).key_least == {}

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cdclake.decode import decode_counted
+from cdclake.ingest import tables
 from cdclake.ingest.offsets import OffsetRange, TopicPartition, within
 from cdclake.lake.names import table_identifier
 
@@ -48,10 +49,20 @@ class BatchDecoded:
 
 def decode_batch(ctx: BatchContext, plan: BatchPlan, records: BatchRecords) -> BatchDecoded:
     """Decode ``records`` with the source's options; each table is decoded once, at the counting pass, and
-    read from the cache by every later phase."""
+    read from the cache by every later phase.
+
+    The counting pass also observes what bounds each table's keys, for the apply phase's scans: their least and
+    greatest values and, in a batch of up to :data:`cdclake.ingest.tables.KEY_VALUES_MAX_EVENTS` records that
+    releases no held records, their distinct values.
+    """
     with ctx.timed("read+decode"):
         ctx.source.schema_source.begin_batch()
-        decoded, counts = decode_counted(records.frame, options=ctx.source.decode_options(), sampler=records.sampler)
+        decoded, counts = decode_counted(
+            records.frame,
+            options=ctx.source.decode_options(),
+            sampler=records.sampler,
+            key_values=not plan.replays and plan.records <= tables.KEY_VALUES_MAX_EVENTS,
+        )
     for table_name, reason in decoded.schema_cut_reasons.items():
         logger.warning("source %s batch %s table %s: schema cut: %s", ctx.name, plan.batch_id, table_name, reason)
     if not plan.replays:

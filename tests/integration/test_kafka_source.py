@@ -51,6 +51,14 @@ def test_ranges_are_read_exactly_and_a_topic_filter_reads_only_that_topic(
         (r.topic, r.partition, o, f"{r.topic}:{2 * o + r.partition}") for r in ranges for o in range(r.start, r.end)
     )
     assert got == expected
+    # a few records per topic: each Kafka partition's range is one slice (one fetch per pass over them)
+    assert raw.rdd.getNumPartitions() == len(ranges)
+    # cut into offset slices when a topic holds enough records: the same records, read by more tasks
+    monkeypatch.setattr("cdclake.ingest.sources.SLICE_MIN_RECORDS", 1)
+    sliced = normalise_records(source.read(spark, ranges))
+    assert sliced.rdd.getNumPartitions() > len(ranges)
+    assert sorted((r["topic"], r["partition"], r["offset"], r["value"]) for r in sliced.collect()) == expected
+    monkeypatch.undo()
 
     # the job does not cache Kafka records: every pass over one topic must read that topic only
     assert source.cache_records is False

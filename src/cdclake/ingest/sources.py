@@ -241,8 +241,10 @@ class KafkaRecordSource(RecordSource):
             .option("includeHeaders", "true")
             .option("failOnDataLoss", "true")
             # Kafka partitions are split into offset slices so that a single-partition topic (Debezium's
-            # default) is read and decoded on every core, not one
-            .option("minPartitions", str(max(2, 2 * spark.sparkContext.defaultParallelism)))
+            # default) is read and decoded on every core, not one (a small range is not split, see read_slices)
+            .option(
+                "minPartitions", str(read_slices(sum(r.count for r in ranges), spark.sparkContext.defaultParallelism))
+            )
             # bigger fetches than the consumer's 1 MiB per partition: a backlog of schema-carrying envelopes
             # (kilobytes each) is read in far fewer round trips (1.7x faster, docs/benchmarks.md)
             .option("kafka.max.partition.fetch.bytes", str(8 * 2**20))
@@ -258,6 +260,21 @@ class KafkaRecordSource(RecordSource):
         v1 = spark.conf.get(V1_SOURCES_CONF, None) or ""
         with temporary_conf(spark, {V1_SOURCES_CONF: ",".join(s for s in v1.split(",") if s.strip() != "kafka")}):
             return reader.load()
+
+
+#: Fewest records per offset slice of a topic's read (:func:`read_slices`).
+SLICE_MIN_RECORDS = 2_500
+
+
+def read_slices(records: int, parallelism: int) -> int:
+    """How many offset slices a topic's read of ``records`` records is cut into (Spark's ``minPartitions``; a
+    topic with more partitions is still read in one task per partition at least): up to two per core, each of at
+    least :data:`SLICE_MIN_RECORDS` records (pure).
+
+    A slice is a fetch of its own from the broker in every pass over the records (they are not cached), which
+    costs more than decoding a few records: a small batch's topic is read in one.
+    """
+    return max(1, min(2 * parallelism, records // SLICE_MIN_RECORDS))
 
 
 class KafkaSampler:

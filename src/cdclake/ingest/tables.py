@@ -49,7 +49,7 @@ BROADCAST_KEYS_MAX_EVENTS = 2_000_000
 #: their least and greatest, which it always observes), and the scans of the table and its tombstones are narrowed
 #: to them (a list of values, or ranges split at the widest gaps between them) rather than to one range (see
 #: :func:`cdclake.ingest.apply.key_bounds`).
-KEY_VALUES_MAX_EVENTS = 20_000
+KEY_VALUES_MAX_RECORDS = 20_000
 #: Up to this estimated size, the batch rows that update or delete stored keys are broadcast to the MERGE
 #: (the table is scanned but not shuffled; see :func:`cdclake.ingest.apply.update_sql`). A broadcast
 #: hint cannot do it: Spark drops it, because the MERGE's join already carries a hint for the table's
@@ -344,7 +344,7 @@ class TableApplier:
             # the bounds list every key column's values: the scans' filters then leave only those keys' rows
             listed = all(k in bounds and bounds[k].values for k in keys)
             narrow = not listed and sum(stats.events.values()) <= BROADCAST_KEYS_MAX_EVENTS
-            batch_keys = events.select(*[quote_identifier(k) for k in keys]) if narrow else None
+            batch_keys = self._batch_keys(events, stats) if narrow else None
             stored = self._keys_and_positions(self.name, bounds)
             tombs = self._keys_and_positions(self.tombstones, bounds)
             # materialised with its lineage cut: a MERGE whose source plan still scans the target table
@@ -371,6 +371,19 @@ class TableApplier:
             self._write_upsert(fresh, props, matched, added)
         finally:
             marked.unpersist()
+
+    def _batch_keys(self, events: DataFrame, stats: TableStats) -> DataFrame:
+        """The batch's keys, for the staleness check's semi-join: a single key column's collected values as local
+        rows (broadcast without a pass over the events), else the events' key columns."""
+        keys = self.info.key_columns
+        values = (stats.key_values or {}).get(keys[0]) if len(keys) == 1 else None
+        if values is not None:
+            field = events.schema[keys[0]]
+            # the values of these types come back from Python as they were collected
+            if isinstance(field.dataType, apply.EXACT_LOCAL_TYPES):
+                schema = T.StructType([T.StructField(field.name, field.dataType, True)])
+                return self.spark.createDataFrame([(v,) for v in values], schema)
+        return events.select(*[quote_identifier(k) for k in keys])
 
     def _key_bounds(self, stats: TableStats, schema: T.StructType) -> apply.KeyBounds:
         """The bounds of the batch's keys (:func:`apply.key_bounds`) from what ``stats`` observed of them, as

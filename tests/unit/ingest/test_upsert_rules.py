@@ -237,7 +237,7 @@ def test_stored_keys_at_the_bounds_of_a_batch_key_range_are_matched(
         monkeypatch.setattr("cdclake.ingest.apply.KEY_VALUES_MAX", 1)
         monkeypatch.setattr("cdclake.ingest.apply.KEY_RANGES_MAX", 2)
     elif narrowed_by == "range":
-        monkeypatch.setattr("cdclake.ingest.tables.KEY_VALUES_MAX_EVENTS", 0)
+        monkeypatch.setattr("cdclake.ingest.tables.KEY_VALUES_MAX_RECORDS", 0)
     for i in range(1, 6):
         table.create({"id": i, "name": f"n{i}", "qty": i}, lsn=100 + i)
     ingest(table.take())

@@ -52,7 +52,7 @@ def decode_batch(ctx: BatchContext, plan: BatchPlan, records: BatchRecords) -> B
     read from the cache by every later phase.
 
     The counting pass also observes what bounds each table's keys, for the apply phase's scans: their least and
-    greatest values and, in a batch of up to :data:`cdclake.ingest.tables.KEY_VALUES_MAX_EVENTS` records that
+    greatest values and, in a batch of up to :data:`cdclake.ingest.tables.KEY_VALUES_MAX_RECORDS` records that
     releases no held records, their distinct values.
     """
     with ctx.timed("read+decode"):
@@ -61,7 +61,7 @@ def decode_batch(ctx: BatchContext, plan: BatchPlan, records: BatchRecords) -> B
             records.frame,
             options=ctx.source.decode_options(),
             sampler=records.sampler,
-            key_values=not plan.replays and plan.records <= tables.KEY_VALUES_MAX_EVENTS,
+            key_values=not plan.replays and plan.records <= tables.KEY_VALUES_MAX_RECORDS,
         )
     for table_name, reason in decoded.schema_cut_reasons.items():
         logger.warning("source %s batch %s table %s: schema cut: %s", ctx.name, plan.batch_id, table_name, reason)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from cdclake.decode.columns import TOPIC
 from cdclake.decode.counts import DATA, NO_OP, OPS, DecodeCounts, count, counted
@@ -31,6 +32,10 @@ TOPIC_OUTPUT = TOPIC.name
 
 #: ``_reason`` of a record with a null value (a Kafka tombstone): counted, neither a change row nor a dead letter.
 TOMBSTONE = "tombstone"
+
+#: The key column types whose values bound the applier's scans (:func:`cdclake.ingest.apply.key_literal`): the
+#: counting pass observes the least, greatest and distinct values of key columns of these types only.
+BOUNDED_KEY_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DateType, T.DecimalType, T.StringType)
 
 
 @dataclass(frozen=True)
@@ -334,9 +339,13 @@ class DecodedBatch:
         return self
 
     def _bounded_keys(self, staged: StagedTopic) -> tuple[str, ...]:
-        """The key columns of a staged topic's table that its decoded rows carry."""
+        """The key columns of a staged topic's table that its decoded rows carry, of a type in
+        :data:`BOUNDED_KEY_TYPES`."""
         info = self.table_info.get(staged.table_id)
-        return tuple(k for k in info.key_columns if k in staged.outputs) if info is not None else ()
+        if info is None:
+            return ()
+        types = {f.name: f.dataType for f in staged.frame.schema.fields}
+        return tuple(k for k in info.key_columns if k in staged.outputs and isinstance(types.get(k), BOUNDED_KEY_TYPES))
 
     def table_stats(self, table_id: TableId) -> TableStats | None:
         """The :class:`TableStats` of a table's change rows, observed by :meth:`counts` (None before it)."""

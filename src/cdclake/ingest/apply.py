@@ -67,9 +67,6 @@ KeyBounds = Mapping[str, KeyBound]
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 #: Key types whose values have a difference (:func:`split_ranges`).
 _SPACED = (*_INTEGRAL, T.DateType, T.DecimalType)
-#: Types whose values, collected into Python, make the same values again in a local DataFrame (a timestamp would
-#: pass through the Python process's time zone).
-EXACT_LOCAL_TYPES = (*_SPACED, T.StringType)
 
 
 def key_literal(value: Any, data_type: T.DataType) -> str | None:

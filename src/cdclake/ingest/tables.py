@@ -16,7 +16,7 @@ from pyspark.sql import types as T
 
 from cdclake.connectors.spec import LakeMode, LakeOptions, PartitionField, SchemaPolicy
 from cdclake.decode import columns
-from cdclake.decode.batch import TableInfo, TableStats
+from cdclake.decode.batch import BOUNDED_KEY_TYPES, TableInfo, TableStats
 from cdclake.decode.columns import LAKE_META_COLUMNS as META_COLUMNS
 from cdclake.decode.columns import LAKE_META_NAMES as META_NAMES
 from cdclake.exceptions import SchemaEvolutionError
@@ -280,7 +280,8 @@ class TableApplier:
     def _stats(self, frame: DataFrame) -> TableStats:
         """Events per op, greatest position, last truncate, placeholder columns and the keys' least and greatest
         values: one Spark job."""
-        keys = [k for k in self.info.key_columns if k in frame.columns]
+        types = {f.name: f.dataType for f in frame.schema.fields}
+        keys = [k for k in self.info.key_columns if isinstance(types.get(k), BOUNDED_KEY_TYPES)]
         return TableStats.from_row(frame.agg(*TableStats.aggregates(keys=keys)).collect()[0], keys)
 
     def _append_rows(self, rows: DataFrame, props: dict[str, str]) -> None:
@@ -379,8 +380,9 @@ class TableApplier:
         values = (stats.key_values or {}).get(keys[0]) if len(keys) == 1 else None
         if values is not None:
             field = events.schema[keys[0]]
-            # the values of these types come back from Python as they were collected
-            if isinstance(field.dataType, apply.EXACT_LOCAL_TYPES):
+            # collected into Python, values of these types make the same values again (a timestamp would pass
+            # through the Python process's time zone; the counting pass collects no such key)
+            if isinstance(field.dataType, BOUNDED_KEY_TYPES):
                 schema = T.StructType([T.StructField(field.name, field.dataType, True)])
                 return self.spark.createDataFrame([(v,) for v in values], schema)
         return events.select(*[quote_identifier(k) for k in keys])

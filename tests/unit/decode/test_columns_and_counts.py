@@ -121,3 +121,39 @@ def test_key_bounds_of_a_table_read_from_several_topics_cover_every_topics_rows(
     unlisted = TableStats.combine([a, part({"c": 1}, {"id": 1}, {"id": 1}, None)])
     assert (unlisted.key_least, unlisted.key_values) == ({"id": 1}, None)
     assert TableStats.combine([empty]).key_least == {}
+
+
+@pytest.mark.spark
+def test_the_counting_pass_observes_no_bounds_of_a_key_type_the_scans_cannot_be_bounded_by(
+    spark: SparkSession,
+) -> None:
+    # a key column of a type without a literal in the applier's bounds (a boolean here; a map or a timestamp too) is
+    # not observed; the composite key's other column is
+    pg = topic_of("postgresql")
+    fields = [{"field": "flag", "type": "boolean"}, {"field": "id", "type": "int32"}]
+    types = {"flag": "boolean"}
+    rows = [
+        record(
+            pg,
+            0,
+            value("postgresql", {"flag": True, "id": 4}, row_fields=fields),
+            key({"flag": True, "id": 4}, types=types),
+        ),
+        record(
+            pg,
+            1,
+            value("postgresql", {"flag": False, "id": 2}, row_fields=fields),
+            key({"flag": False, "id": 2}, types=types),
+        ),
+    ]
+    batch = decode_records(records_from_dicts(spark, rows), options=DecodeOptions()).materialise()
+    try:
+        batch.counts(key_values=True)
+        table = TableId(server="pg", namespace="public", table="t")
+        assert batch.table_info[table].key_columns == ("flag", "id")
+        stats = batch.table_stats(table)
+        assert stats is not None and stats.key_values is not None
+        assert (stats.key_least, stats.key_greatest) == ({"id": 2}, {"id": 4})
+        assert sorted(stats.key_values["id"]) == [2, 4] and "flag" not in stats.key_values
+    finally:
+        batch.release()

@@ -38,6 +38,13 @@ TOMBSTONE = "tombstone"
 BOUNDED_KEY_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DateType, T.DecimalType, T.StringType)
 
 
+def bounded_keys(key_columns: Sequence[str], schema: T.StructType) -> tuple[str, ...]:
+    """The columns of ``key_columns`` that ``schema`` holds with a type in :data:`BOUNDED_KEY_TYPES`, in key
+    order (pure)."""
+    types = {f.name: f.dataType for f in schema.fields}
+    return tuple(k for k in key_columns if isinstance(types.get(k), BOUNDED_KEY_TYPES))
+
+
 @dataclass(frozen=True)
 class TableInfo:
     """What the ingestion job needs to know about one decoded table.
@@ -344,8 +351,7 @@ class DecodedBatch:
         info = self.table_info.get(staged.table_id)
         if info is None:
             return ()
-        types = {f.name: f.dataType for f in staged.frame.schema.fields}
-        return tuple(k for k in info.key_columns if k in staged.outputs and isinstance(types.get(k), BOUNDED_KEY_TYPES))
+        return tuple(k for k in bounded_keys(info.key_columns, staged.frame.schema) if k in staged.outputs)
 
     def table_stats(self, table_id: TableId) -> TableStats | None:
         """The :class:`TableStats` of a table's change rows, observed by :meth:`counts` (None before it)."""

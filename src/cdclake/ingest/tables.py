@@ -16,7 +16,7 @@ from pyspark.sql import types as T
 
 from cdclake.connectors.spec import LakeMode, LakeOptions, PartitionField, SchemaPolicy
 from cdclake.decode import columns
-from cdclake.decode.batch import BOUNDED_KEY_TYPES, TableInfo, TableStats
+from cdclake.decode.batch import TableInfo, TableStats, bounded_keys
 from cdclake.decode.columns import LAKE_META_COLUMNS as META_COLUMNS
 from cdclake.decode.columns import LAKE_META_NAMES as META_NAMES
 from cdclake.exceptions import SchemaEvolutionError
@@ -280,8 +280,7 @@ class TableApplier:
     def _stats(self, frame: DataFrame) -> TableStats:
         """Events per op, greatest position, last truncate, placeholder columns and the keys' least and greatest
         values: one Spark job."""
-        types = {f.name: f.dataType for f in frame.schema.fields}
-        keys = [k for k in self.info.key_columns if isinstance(types.get(k), BOUNDED_KEY_TYPES)]
+        keys = bounded_keys(self.info.key_columns, frame.schema)
         return TableStats.from_row(frame.agg(*TableStats.aggregates(keys=keys)).collect()[0], keys)
 
     def _append_rows(self, rows: DataFrame, props: dict[str, str]) -> None:
@@ -379,24 +378,17 @@ class TableApplier:
         keys = self.info.key_columns
         values = (stats.key_values or {}).get(keys[0]) if len(keys) == 1 else None
         if values is not None:
-            field = events.schema[keys[0]]
-            # collected into Python, values of these types make the same values again (a timestamp would pass
-            # through the Python process's time zone; the counting pass collects no such key)
-            if isinstance(field.dataType, BOUNDED_KEY_TYPES):
-                schema = T.StructType([T.StructField(field.name, field.dataType, True)])
-                return self.spark.createDataFrame([(v,) for v in values], schema)
+            # values are collected of BOUNDED_KEY_TYPES only, which make the same values again from Python (a
+            # timestamp would pass through the Python process's time zone)
+            schema = T.StructType([T.StructField(keys[0], events.schema[keys[0]].dataType, True)])
+            return self.spark.createDataFrame([(v,) for v in values], schema)
         return events.select(*[quote_identifier(k) for k in keys])
 
     def _key_bounds(self, stats: TableStats, schema: T.StructType) -> apply.KeyBounds:
         """The bounds of the batch's keys (:func:`apply.key_bounds`) from what ``stats`` observed of them, as
         literals of their types in ``schema`` (the rows as the table stores them)."""
-        keys = [k for k in self.info.key_columns if k in stats.key_least and k in schema.fieldNames()]
-        return apply.key_bounds(
-            stats.key_least,
-            stats.key_greatest,
-            {k: schema[k].dataType for k in keys},
-            stats.key_values,
-        )
+        types = {k: schema[k].dataType for k in self.info.key_columns if k in schema.fieldNames()}
+        return apply.key_bounds(stats.key_least, stats.key_greatest, types, stats.key_values)
 
     def _keys_and_positions(self, name: str, bounds: apply.KeyBounds) -> DataFrame:
         """The key columns and ``_cdc_position`` of table ``name``, within ``bounds`` (files outside them unread)."""

@@ -55,6 +55,11 @@ KEY_VALUES_MAX_RECORDS = 20_000
 #: hint cannot do it: Spark drops it, because the MERGE's join already carries a hint for the table's
 #: side; the session's ``autoBroadcastJoinThreshold`` is raised to this for the MERGE instead.
 BROADCAST_SOURCE_MAX_BYTES = 256 * 2**20
+#: The Parquet row-group size of upsert tables (Iceberg's default: 128 MiB). The scans of a MERGE and of its
+#: stale marking are narrowed to the batch's key bounds, and Iceberg skips the row groups whose key statistics
+#: fall outside them, so a file whose rows lie in key order (such as an initial snapshot of a table clustered by
+#: its key) is read only around the batch's keys.
+UPSERT_ROW_GROUP_BYTES = 8 * 2**20
 _TRANSFORMS = {"year": "years", "month": "months", "day": "days", "hour": "hours"}
 
 
@@ -194,6 +199,8 @@ class TableApplier:
                 "cdc.mode": self.options.mode.value,
                 "cdc.schema-policy": self.options.schema_policy.value,
             }
+            if self.options.mode == LakeMode.UPSERT:
+                props["write.parquet.row-group-size-bytes"] = str(UPSERT_ROW_GROUP_BYTES)
             meta = {
                 LakeMode.UPSERT: META_COLUMNS,
                 LakeMode.APPEND: (*META_COLUMNS, (columns.KEY.name, columns.KEY.sql_type)),

@@ -36,6 +36,8 @@ TOMBSTONE = "tombstone"
 #: The key column types whose values bound the applier's scans (:func:`cdclake.ingest.apply.key_literal`): the
 #: counting pass observes the least, greatest and distinct values of key columns of these types only.
 BOUNDED_KEY_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DateType, T.DecimalType, T.StringType)
+#: The integral ones among :data:`BOUNDED_KEY_TYPES`.
+INTEGRAL_KEY_TYPES = BOUNDED_KEY_TYPES[:4]
 
 
 def bounded_keys(key_columns: Sequence[str], schema: T.StructType) -> tuple[str, ...]:

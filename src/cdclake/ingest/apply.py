@@ -16,6 +16,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from cdclake.decode.batch import BOUNDED_KEY_TYPES, INTEGRAL_KEY_TYPES
 from cdclake.sql import quote_identifier, quote_string
 
 ROW_OPS = ("c", "r", "u", "d")
@@ -64,18 +65,17 @@ class KeyBound:
 #: The bound of each key column the scans of a batch can be narrowed by (see :func:`key_bounds`).
 KeyBounds = Mapping[str, KeyBound]
 
-_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 #: Key types whose values have a difference (:func:`split_ranges`).
-_SPACED = (*_INTEGRAL, T.DateType, T.DecimalType)
+_SPACED = (*INTEGRAL_KEY_TYPES, T.DateType, T.DecimalType)
 
 
 def key_literal(value: Any, data_type: T.DataType) -> str | None:
     """A Spark SQL literal of ``value`` as ``data_type``, for the key types a bound can narrow: integers,
-    strings, dates and decimals (ordered the same way by Spark and by Iceberg's column metrics); None for a
-    null or any other type."""
-    if value is None:
+    strings, dates and decimals (:data:`~cdclake.decode.batch.BOUNDED_KEY_TYPES`, ordered the same way by Spark
+    and by Iceberg's column metrics); None for a null or any other type."""
+    if value is None or not isinstance(data_type, BOUNDED_KEY_TYPES):
         return None
-    if isinstance(data_type, _INTEGRAL):
+    if isinstance(data_type, INTEGRAL_KEY_TYPES):
         return f"CAST({int(value)} AS {data_type.simpleString()})"
     if isinstance(data_type, T.StringType) and isinstance(value, str):
         return quote_string(value)

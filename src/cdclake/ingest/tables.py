@@ -93,6 +93,11 @@ class FreshRows:
     tag: int
 
 
+def table_properties(spark: SparkSession, name: str) -> dict[str, str]:
+    """The properties of the table ``name`` (SQL-quoted), as Iceberg keeps them (table metadata: no Spark job)."""
+    return {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
+
+
 @contextmanager
 def snapshot_properties(spark: SparkSession, props: dict[str, str]) -> Iterator[None]:
     """Put ``props`` into the summary of every Iceberg commit made inside the block."""
@@ -137,8 +142,7 @@ class TableApplier:
         return bool(self.spark.catalog.tableExists(name.replace("`", "")))
 
     def _properties(self, name: str | None = None) -> dict[str, str]:
-        rows = self.spark.sql(f"SHOW TBLPROPERTIES {name or self.name}").collect()
-        return {r["key"]: r["value"] for r in rows}
+        return table_properties(self.spark, name or self.name)
 
     def _never_written(self, name: str) -> bool:
         """True when the table has no snapshot yet (created, never committed to: it holds nothing).

@@ -7,16 +7,12 @@ from pyspark.sql import SparkSession
 
 from cdclake.connectors.spec import LakeMode, LakeOptions, SchemaPolicy
 from cdclake.ingest.config import SourceConfig
-from cdclake.ingest.tables import UPSERT_ROW_GROUP_BYTES
+from cdclake.ingest.tables import UPSERT_ROW_GROUP_BYTES, table_properties
 
 from .conftest import RunBatch, rows
 from .events import UNAVAILABLE, PgTable
 
 pytestmark = pytest.mark.spark
-
-
-def _properties(spark: SparkSession, table: str) -> dict[str, str]:
-    return {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
 
 
 def _versions(spark: SparkSession, table: str, columns: str) -> list[tuple[object, ...]]:
@@ -72,7 +68,7 @@ def test_update_of_the_partition_column_does_not_duplicate(
     fields = spark.sql(f"SELECT * FROM lake.{prefix}.inventory.items.partitions").schema["partition"].dataType.names
     assert fields == ["name", "id_bucket"]
     # small row groups, so that a scan narrowed to a batch's keys skips most of a key-ordered file's
-    assert _properties(spark, f"lake.{prefix}.inventory.items")["write.parquet.row-group-size-bytes"] == str(
+    assert table_properties(spark, f"lake.{prefix}.inventory.items")["write.parquet.row-group-size-bytes"] == str(
         UPSERT_ROW_GROUP_BYTES
     )
 
@@ -94,7 +90,7 @@ def test_append_mode_keeps_every_event_once(spark: SparkSession, prefix: str, ta
     ).collect()
     assert [tuple(r) for r in got] == [("c", 1, "a", 0), ("u", 1, "b", 1), ("d", 1, None, 2), ("t", None, None, 4)]
     # no key-bounded scans: Iceberg's row-group size
-    assert "write.parquet.row-group-size-bytes" not in _properties(spark, f"lake.{prefix}.inventory.items")
+    assert "write.parquet.row-group-size-bytes" not in table_properties(spark, f"lake.{prefix}.inventory.items")
 
 
 def test_new_column_is_added_and_old_rows_read_null(

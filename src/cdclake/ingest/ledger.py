@@ -34,6 +34,7 @@ from cdclake.sql import quote_identifier
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyiceberg.table import Table
     from pyspark.sql import SparkSession
 
 BATCHES = audit.BATCHES
@@ -235,6 +236,8 @@ class BatchLedger:
         self._lake = lake
 
     _ensured: set[tuple[str, tuple[str, ...]]] = set()
+    #: per (catalog, ledger, source): the ``seq`` of the last committed batch :meth:`last` found in this process
+    _floors: dict[tuple[str, tuple[str, ...], str], int] = {}
 
     def ensure(self) -> None:
         """Create the audit namespace and the ledger table, or add the typed columns an older ledger lacks
@@ -249,22 +252,59 @@ class BatchLedger:
         table = catalog.create_table_if_not_exists(
             ident,
             schema=schema,
-            properties={"format-version": "2", "comment": f"cdclake batch ledger ({PLANNED}/{COMMITTED} rows)"},
+            properties={
+                "format-version": "2",
+                "comment": f"cdclake batch ledger ({PLANNED}/{COMMITTED} rows)",
+                **lake_rows.APPEND_TABLE_PROPERTIES,
+            },
         )
         present = {f.name for f in table.schema().fields}
         if any(name not in present for name in schema.names):
             with table.update_schema() as update:
                 update.union_by_name(schema)
+        if any(table.properties.get(k) != v for k, v in lake_rows.APPEND_TABLE_PROPERTIES.items()):
+            with table.transaction() as tx:  # a ledger created before the property was set
+                tx.set_properties(lake_rows.APPEND_TABLE_PROPERTIES)
         BatchLedger._ensured.add(marker)
 
     def last(self) -> tuple[BatchRecord | None, BatchRecord | None]:
-        """(last committed batch, interrupted batch to redo or None)."""
-        from pyiceberg.expressions import EqualTo
+        """(last committed batch, interrupted batch to redo or None).
 
-        table = lake_rows.session_catalog(self.spark, self._lake).load_table(lake_rows.identifier(self.name))
+        Reads the source's rows from the ``seq`` of the last committed batch an earlier call of this process found
+        (a batch's rows have a greater ``seq`` than every committed batch before it), so that a follower's read
+        skips, by the files' column bounds, the files of the batches it already saw; all of them on the first call,
+        or when no committed row is left from there on (a ledger edited by hand).
+        """
+        catalog = lake_rows.session_catalog(self.spark, self._lake)
+        ident = lake_rows.identifier(self.name)
+        table = catalog.load_table(ident)
+        key = (str(catalog.properties.get("uri")), ident, self.source)
+        floor = BatchLedger._floors.get(key)
+        records = self._records(table, floor)
+        if floor is not None and not any(r.status == COMMITTED for r in records):
+            records = self._records(table, None)
+        done = {r.batch_id for r in records if r.status == COMMITTED}
+        committed = max((r for r in records if r.status == COMMITTED), key=lambda r: r.seq, default=None)
+        floor = committed.seq if committed else 0
+        if committed is not None:
+            BatchLedger._floors[key] = committed.seq
+        pending = max(
+            (r for r in records if r.status == PLANNED and r.batch_id not in done and r.seq > floor),
+            key=lambda r: r.seq,
+            default=None,
+        )
+        return committed, pending
+
+    def _records(self, table: Table, floor: int | None) -> list[BatchRecord]:
+        """The source's rows, from ``seq`` ``floor`` on (all when None), in ``seq`` order."""
+        from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual
+
         fields = ("source", "batch_id", "seq", "status", "ranges", "next_offsets", "recorded_at")
-        found = table.scan(row_filter=EqualTo("source", self.source), selected_fields=fields).to_arrow()
-        records = [
+        row_filter = EqualTo("source", self.source)
+        if floor is not None:
+            row_filter = And(row_filter, GreaterThanOrEqual("seq", floor))
+        found = table.scan(row_filter=row_filter, selected_fields=fields).to_arrow()
+        return [
             BatchRecord(
                 source=row["source"],
                 batch_id=row["batch_id"],
@@ -276,15 +316,6 @@ class BatchLedger:
             )
             for row in sorted(found.to_pylist(), key=lambda r: r["seq"])
         ]
-        done = {r.batch_id for r in records if r.status == COMMITTED}
-        committed = max((r for r in records if r.status == COMMITTED), key=lambda r: r.seq, default=None)
-        floor = committed.seq if committed else 0
-        pending = max(
-            (r for r in records if r.status == PLANNED and r.batch_id not in done and r.seq > floor),
-            key=lambda r: r.seq,
-            default=None,
-        )
-        return committed, pending
 
     def new_batch_id(self) -> str:
         return f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"

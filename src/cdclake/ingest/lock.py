@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cdclake.exceptions import SourceBusyError
+from cdclake.lake import rows as lake_rows
 from cdclake.lake.catalog import AUDIT_NAMESPACE
-from cdclake.lake.rows import ensure_namespace
 from cdclake.settings import Settings, settings
 
 if TYPE_CHECKING:
@@ -47,10 +47,8 @@ DEFAULT_LEASE_S = 120.0
 #: How long a run waits for the holder to finish before it gives up (``--lock-wait``).
 DEFAULT_WAIT_S = 300.0
 _POLL_S = 2.0
-#: Snapshot count of ``cdc_audit.locks`` above which a release tidies it up, and what the tidy-up keeps.
-TIDY_AFTER_SNAPSHOTS = 200
+#: The source's lock rows a release's tidy-up keeps (:meth:`SourceLock._tidy`).
 ROW_RETENTION = timedelta(days=1)
-SNAPSHOT_RETENTION = timedelta(hours=1)
 #: ``commit.retry.num-retries=0``: pyiceberg would otherwise re-apply a lock's append on top of a concurrent
 #: commit, and two runs would each take the lock.
 _PROPERTIES = {"format-version": "2", "comment": "cdclake source locks", "commit.retry.num-retries": "0"}
@@ -201,8 +199,10 @@ class SourceLock:
         self._tidy()
 
     def _tidy(self) -> None:
-        """Drop the source's lock rows older than :data:`ROW_RETENTION` and expire snapshots older than
-        :data:`SNAPSHOT_RETENTION`, once the table has more than :data:`TIDY_AFTER_SNAPSHOTS` snapshots.
+        """Once the table has more than :data:`cdclake.lake.rows.TIDY_AFTER_SNAPSHOTS` snapshots, drop the source's
+        lock rows older than :data:`ROW_RETENTION` and expire all but the newest snapshots
+        (:func:`cdclake.lake.rows.tidy_snapshots`): a follower takes and releases the lock for every batch, and
+        each commit costs more the more snapshots the table has.
 
         The table is the lock module's own: Spark's maintenance procedures would commit to it with retries, which
         its commits must not have; ``iceberg_maintenance`` only removes its orphan files. A commit that loses a
@@ -212,14 +212,15 @@ class SourceLock:
         from pyiceberg.expressions import And, EqualTo, LessThan
 
         table = self._table()
-        if len(table.metadata.snapshots) <= TIDY_AFTER_SNAPSHOTS:
+        if len(table.metadata.snapshots) <= lake_rows.TIDY_AFTER_SNAPSHOTS:
             return
-        now = datetime.now(UTC)
+        at = (datetime.now(UTC) - ROW_RETENTION).isoformat()
         try:
-            table.delete(And(EqualTo("source", self.source), LessThan("at", (now - ROW_RETENTION).isoformat())))
-            self._table().maintenance.expire_snapshots().older_than(now - SNAPSHOT_RETENTION).commit()
+            table.delete(And(EqualTo("source", self.source), LessThan("at", at)))
         except CommitFailedException:
             logger.info("source %s: lock table tidy-up left for later (concurrent commit)", self.source)
+            return
+        lake_rows.tidy_snapshots(self._table())
 
     def _renew(self) -> None:
         while not self._stop.wait(self.lease_s / 3):
@@ -241,7 +242,7 @@ class SourceLock:
         self._append(self._table(), event)
 
     def _table(self) -> Any:
-        ensure_namespace(self.catalog, (AUDIT_NAMESPACE,))
+        lake_rows.ensure_namespace(self.catalog, (AUDIT_NAMESPACE,))
         table = self.catalog.create_table_if_not_exists(
             (AUDIT_NAMESPACE, LOCKS), schema=locks_schema(), properties=_PROPERTIES
         )

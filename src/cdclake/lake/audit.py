@@ -66,9 +66,9 @@ class AuditTable:
 
     def ddl(self) -> str:
         columns = ", ".join(f"{quote_identifier(name)} {kind}" for name, kind in self.columns)
-        return (
-            f"CREATE TABLE IF NOT EXISTS {self.sql_name} ({columns}) USING iceberg TBLPROPERTIES ('format-version'='2')"
-        )
+        properties = {"format-version": "2", **lake_rows.APPEND_TABLE_PROPERTIES}
+        listed = ", ".join(f"'{k}'='{v}'" for k, v in properties.items())
+        return f"CREATE TABLE IF NOT EXISTS {self.sql_name} ({columns}) USING iceberg TBLPROPERTIES ({listed})"
 
     def ensure(self, spark: SparkSession) -> str:
         """Create the table (and the namespace) if missing, add the columns it lacks; returns its SQL name."""
@@ -175,12 +175,15 @@ def append_rows(
     more: pa.Table | None = None,
 ) -> None:
     """Append ``rows`` and ``more`` (``recorded_at`` set to now) in one commit, unless ``redo`` and already
-    written."""
+    written: a snapshot carries ``write_id`` or, once :func:`cdclake.lake.rows.tidy_snapshots` expired it, rows of
+    the table have ``write_id`` as their ``batch_id`` (the batch's id: the only write of this table that carries
+    it)."""
     if not rows and (more is None or not more.num_rows):
         return
-    if lake_rows.load(spark, table.sql_name) is None:
+    existing = lake_rows.load(spark, table.sql_name)
+    if existing is None:
         table.ensure(spark)
-    elif redo and written(spark, table, write_id):
+    elif redo and (lake_rows.committed_by(existing, write_id) or lake_rows.holds_batch(existing, write_id)):
         return
     lake_rows.append_rows(spark, table.sql_name, rows, batch_id=write_id, recorded_at=True, more=more)
 

@@ -5,11 +5,19 @@ releases). Through Spark each is a query plan, a job and a write of seconds on a
 pyiceberg, on the same catalog, tens of milliseconds. Large writes (dead letters, quarantined records,
 table data) stay Spark's. After an append the session's cached table is refreshed, so that its own later
 reads see the row.
+
+Every pyiceberg commit copies the table's metadata, its whole snapshot list, several times: an append to a table
+of 10 snapshots takes 0.03 s, of 1,000 snapshots 1.1-1.5 s (docs/benchmarks.md). A follower commits to the ledger
+twice per batch, and would slow down batch by batch; so an append tidies its table (:func:`tidy_snapshots`):
+past :data:`TIDY_AFTER_SNAPSHOTS` snapshots it expires all but the newest :data:`KEEP_SNAPSHOTS`. What these
+tables hold is in their rows (a redo looks for its own rows, :func:`holds_batch`); the files only expired snapshots
+referenced are left to the maintenance's orphan-file removal.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import weakref
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -24,8 +32,18 @@ if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
+logger = logging.getLogger(__name__)
+
 #: Commits retried when another writer (a concurrent batch of another source) committed first.
 COMMIT_ATTEMPTS = 5
+#: Snapshot count above which :func:`tidy_snapshots` expires a table's older snapshots, and how many it keeps.
+TIDY_AFTER_SNAPSHOTS = 100
+KEEP_SNAPSHOTS = 20
+#: Properties of the tables written through :func:`append_rows`: pyiceberg's appends merge the table's manifests
+#: (Java Iceberg's default, not pyiceberg's). Else a table of one small append per batch has a manifest per append,
+#: and every scan plan reads them all: after 1,000 appends, finding the newest rows by their column bounds takes
+#: 1.7 s, merged 0.1 s (docs/benchmarks.md).
+APPEND_TABLE_PROPERTIES = {"commit.manifest-merge.enabled": "true"}
 
 _catalogs: dict[str, Catalog] = {}
 _lakes: weakref.WeakKeyDictionary[SparkContext, LakeConfig] = weakref.WeakKeyDictionary()
@@ -85,6 +103,39 @@ def committed_by(table: Table, batch_id: str) -> bool:
     )
 
 
+def holds_batch(table: Table, batch_id: str) -> bool:
+    """True when ``table`` has a row whose ``batch_id`` column is ``batch_id`` (a redo's earlier append, also
+    after :func:`tidy_snapshots` expired its snapshot); reads the whole table but the files whose column bounds
+    exclude it."""
+    from pyiceberg.expressions import EqualTo
+
+    return bool(table.scan(row_filter=EqualTo("batch_id", batch_id), selected_fields=("batch_id",), limit=1).to_arrow())
+
+
+def tidy_snapshots(table: Table) -> int:
+    """When ``table`` has more than :data:`TIDY_AFTER_SNAPSHOTS` snapshots, expire all but the newest
+    :data:`KEEP_SNAPSHOTS` (a branch or tag head stays); returns how many it expired. A concurrent commit, or any
+    other failure (logged: the tidy-up is housekeeping, the caller's commit is made), leaves it to a later call
+    (0)."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    snapshots = table.metadata.snapshots
+    if len(snapshots) <= TIDY_AFTER_SNAPSHOTS:
+        return 0
+    heads = {ref.snapshot_id for ref in table.metadata.refs.values()}
+    newest_first = sorted(snapshots, key=lambda s: (s.timestamp_ms, s.sequence_number), reverse=True)
+    old = [s.snapshot_id for s in newest_first[max(KEEP_SNAPSHOTS, 1) :] if s.snapshot_id not in heads]
+    try:
+        table.maintenance.expire_snapshots().by_ids(old).commit()
+    except CommitFailedException:
+        logger.info("table %s: snapshot tidy-up left for later (concurrent commit)", ".".join(table.name()))
+        return 0
+    except Exception:  # noqa: BLE001 - see the docstring
+        logger.warning("table %s: snapshot tidy-up failed; left for later", ".".join(table.name()), exc_info=True)
+        return 0
+    return len(old)
+
+
 def append_rows(
     spark: SparkSession,
     name: str,
@@ -95,7 +146,8 @@ def append_rows(
     lake: LakeConfig | None = None,
     more: pa.Table | None = None,
 ) -> None:
-    """Append ``rows`` and ``more`` to the existing table ``name`` in one commit carrying ``cdc.batch-id``.
+    """Append ``rows`` and ``more`` to the existing table ``name`` in one commit carrying ``cdc.batch-id``, then
+    tidy its snapshots (:func:`tidy_snapshots`).
 
     Args:
         rows: column values (columns missing from a row are null; timestamps naive local time or aware).
@@ -124,6 +176,7 @@ def append_rows(
         except CommitFailedException:
             if attempt == COMMIT_ATTEMPTS:
                 raise
+    tidy_snapshots(table)
     spark.catalog.refreshTable(name)
 
 

@@ -20,6 +20,7 @@ import pytest
 from cdclake.exceptions import SourceBusyError
 from cdclake.ingest.lock import ACQUIRED, RELEASED, RENEWED, Owner, SourceLock, current_holder, source_lock
 from cdclake.lake import LakeConfig
+from cdclake.lake import rows as lake_rows
 from cdclake.lake.rows import ensure_namespace
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -156,9 +157,9 @@ def test_a_release_tidies_the_lock_table(tmp_path: Path, monkeypatch: pytest.Mon
             pass
     table = catalog.load_table(("cdc_audit", "locks"))
     assert len(table.scan().to_arrow()) == 6 and len(table.metadata.snapshots) == 6
-    monkeypatch.setattr(lock, "TIDY_AFTER_SNAPSHOTS", 2)
+    monkeypatch.setattr(lake_rows, "TIDY_AFTER_SNAPSHOTS", 2)
+    monkeypatch.setattr(lake_rows, "KEEP_SNAPSHOTS", 1)
     monkeypatch.setattr(lock, "ROW_RETENTION", timedelta(0))
-    monkeypatch.setattr(lock, "SNAPSHOT_RETENTION", timedelta(0))
     with source_lock(catalog, "pg", wait_s=0):
         pass
     table = catalog.load_table(("cdc_audit", "locks"))

@@ -204,7 +204,7 @@ def test_audit_table_ddl_hostile_column(name: str) -> None:
     ddl = AuditTable("things", ((name, "STRING"),)).ddl()
     assert ddl == (
         f"CREATE TABLE IF NOT EXISTS `lake`.`cdc_audit`.`things` ({quote_identifier(name)} STRING) USING iceberg "
-        "TBLPROPERTIES ('format-version'='2')"
+        "TBLPROPERTIES ('format-version'='2', 'commit.manifest-merge.enabled'='true')"
     )
 
 

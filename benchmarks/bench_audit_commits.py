@@ -9,8 +9,8 @@ read of the source's newest rows. Two tables side by side:
 * **as pyiceberg leaves it**: every snapshot kept, a manifest per append; the read scans the source's rows;
 * **as cdclake keeps it**: after each append :func:`cdclake.lake.rows.tidy_snapshots` (what
   :func:`cdclake.lake.rows.append_rows` runs), manifests merged (:data:`cdclake.lake.rows.APPEND_TABLE_PROPERTIES`);
-  the read starts at the last committed batch's ``seq`` (what :meth:`cdclake.ingest.ledger.BatchLedger.last` does
-  after its first read).
+  the read starts at the last committed batch's ``seq`` (:func:`cdclake.ingest.ledger.rows_from`, as
+  :meth:`cdclake.ingest.ledger.BatchLedger.last` reads after its first read).
 
 Usage: ``.venv/bin/python benchmarks/bench_audit_commits.py [--appends 1000]``
 """
@@ -27,8 +27,8 @@ from pathlib import Path
 def run(appends: int, kept: bool) -> dict[int, tuple[float, float]]:
     """Per count of appends: (append seconds, median of the last 10; read seconds)."""
     import pyarrow as pa
-    from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual
 
+    from cdclake.ingest.ledger import rows_from
     from cdclake.lake import LakeConfig
     from cdclake.lake import rows as lake_rows
 
@@ -51,10 +51,9 @@ def run(appends: int, kept: bool) -> dict[int, tuple[float, float]]:
             lake_rows.tidy_snapshots(table)
         seconds.append(time.monotonic() - t0)
         if i in marks:
-            rows = EqualTo("source", "pg")
             t0 = time.monotonic()
             table = catalog.load_table(("cdc_audit", "batches"))
-            table.scan(row_filter=And(rows, GreaterThanOrEqual("seq", i - 1)) if kept else rows).to_arrow()
+            table.scan(row_filter=rows_from("pg", i - 1 if kept else None)).to_arrow()
             out[i] = (statistics.median(seconds[-10:]), time.monotonic() - t0)
     return out
 

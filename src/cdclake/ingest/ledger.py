@@ -34,6 +34,7 @@ from cdclake.sql import quote_identifier
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyiceberg.expressions import BooleanExpression
     from pyiceberg.table import Table
     from pyspark.sql import SparkSession
 
@@ -220,6 +221,15 @@ def batch_columns(rec: BatchRecord, summary: Mapping[str, Any] | None) -> dict[s
     }
 
 
+def rows_from(source: str, start: int | None) -> BooleanExpression:
+    """The ledger's filter of ``source``'s rows from ``seq`` ``start`` on (all of them when None): the files whose
+    column bounds exclude them are not read."""
+    from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual
+
+    rows = EqualTo("source", source)
+    return rows if start is None else And(rows, GreaterThanOrEqual("seq", start))
+
+
 class BatchLedger:
     """Reads and appends the ledger rows of one source (through pyiceberg, see the module docstring).
 
@@ -237,7 +247,7 @@ class BatchLedger:
 
     _ensured: set[tuple[str, tuple[str, ...]]] = set()
     #: per (catalog, ledger, source): the ``seq`` of the last committed batch :meth:`last` found in this process
-    _floors: dict[tuple[str, tuple[str, ...], str], int] = {}
+    _starts: dict[tuple[str, tuple[str, ...], str], int] = {}
 
     def ensure(self) -> None:
         """Create the audit namespace and the ledger table, or add the typed columns an older ledger lacks
@@ -262,9 +272,6 @@ class BatchLedger:
         if any(name not in present for name in schema.names):
             with table.update_schema() as update:
                 update.union_by_name(schema)
-        if any(table.properties.get(k) != v for k, v in lake_rows.APPEND_TABLE_PROPERTIES.items()):
-            with table.transaction() as tx:  # a ledger created before the property was set
-                tx.set_properties(lake_rows.APPEND_TABLE_PROPERTIES)
         BatchLedger._ensured.add(marker)
 
     def last(self) -> tuple[BatchRecord | None, BatchRecord | None]:
@@ -279,31 +286,26 @@ class BatchLedger:
         ident = lake_rows.identifier(self.name)
         table = catalog.load_table(ident)
         key = (str(catalog.properties.get("uri")), ident, self.source)
-        floor = BatchLedger._floors.get(key)
-        records = self._records(table, floor)
-        if floor is not None and not any(r.status == COMMITTED for r in records):
+        start = BatchLedger._starts.get(key)
+        records = self._records(table, start)
+        if start is not None and not any(r.status == COMMITTED for r in records):
             records = self._records(table, None)
         done = {r.batch_id for r in records if r.status == COMMITTED}
         committed = max((r for r in records if r.status == COMMITTED), key=lambda r: r.seq, default=None)
-        floor = committed.seq if committed else 0
+        committed_seq = committed.seq if committed else 0
         if committed is not None:
-            BatchLedger._floors[key] = committed.seq
+            BatchLedger._starts[key] = committed.seq
         pending = max(
-            (r for r in records if r.status == PLANNED and r.batch_id not in done and r.seq > floor),
+            (r for r in records if r.status == PLANNED and r.batch_id not in done and r.seq > committed_seq),
             key=lambda r: r.seq,
             default=None,
         )
         return committed, pending
 
-    def _records(self, table: Table, floor: int | None) -> list[BatchRecord]:
-        """The source's rows, from ``seq`` ``floor`` on (all when None), in ``seq`` order."""
-        from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual
-
+    def _records(self, table: Table, start: int | None) -> list[BatchRecord]:
+        """The source's rows, from ``seq`` ``start`` on (all when None), in ``seq`` order."""
         fields = ("source", "batch_id", "seq", "status", "ranges", "next_offsets", "recorded_at")
-        row_filter = EqualTo("source", self.source)
-        if floor is not None:
-            row_filter = And(row_filter, GreaterThanOrEqual("seq", floor))
-        found = table.scan(row_filter=row_filter, selected_fields=fields).to_arrow()
+        found = table.scan(row_filter=rows_from(self.source, start), selected_fields=fields).to_arrow()
         return [
             BatchRecord(
                 source=row["source"],

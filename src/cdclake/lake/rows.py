@@ -39,7 +39,8 @@ COMMIT_ATTEMPTS = 5
 #: Snapshot count above which :func:`tidy_snapshots` expires a table's older snapshots, and how many it keeps.
 TIDY_AFTER_SNAPSHOTS = 100
 KEEP_SNAPSHOTS = 20
-#: Properties of the tables written through :func:`append_rows`: pyiceberg's appends merge the table's manifests
+#: Properties of the tables written through :func:`append_rows` (set at their creation, else by their first
+#: append): pyiceberg's appends merge the table's manifests
 #: (Java Iceberg's default, not pyiceberg's). Else a table of one small append per batch has a manifest per append,
 #: and every scan plan reads them all: after 1,000 appends, finding the newest rows by their column bounds takes
 #: 1.7 s, merged 0.1 s (docs/benchmarks.md).
@@ -146,8 +147,8 @@ def append_rows(
     lake: LakeConfig | None = None,
     more: pa.Table | None = None,
 ) -> None:
-    """Append ``rows`` and ``more`` to the existing table ``name`` in one commit carrying ``cdc.batch-id``, then
-    tidy its snapshots (:func:`tidy_snapshots`).
+    """Append ``rows`` and ``more`` to the existing table ``name`` in one commit carrying ``cdc.batch-id`` (and
+    :data:`APPEND_TABLE_PROPERTIES` when the table lacks them), then tidy its snapshots (:func:`tidy_snapshots`).
 
     Args:
         rows: column values (columns missing from a row are null; timestamps naive local time or aware).
@@ -170,8 +171,12 @@ def append_rows(
         data = pa.Table.from_pylist(values, schema=schema)
         if more is not None:
             data = pa.concat_tables([data, _conformed(more, schema, now if recorded_at else None)])
+        stale = {k: v for k, v in APPEND_TABLE_PROPERTIES.items() if table.properties.get(k) != v}
         try:
-            table.append(data, snapshot_properties={"cdc.batch-id": batch_id})
+            with table.transaction() as tx:
+                if stale:  # a table created without them
+                    tx.set_properties(stale)
+                tx.append(data, snapshot_properties={"cdc.batch-id": batch_id})
             break
         except CommitFailedException:
             if attempt == COMMIT_ATTEMPTS:

@@ -98,3 +98,14 @@ def test_the_ledger_reads_from_the_last_committed_batch_on_and_all_of_it_when_th
     committed, pending = ledger.last()
     assert committed is not None and (committed.seq, committed.next_offsets) == (1, {("t", 0): 1})
     assert pending is None
+
+
+def test_an_append_gives_a_table_created_without_them_the_append_properties(spark: SparkSession) -> None:
+    name = f"lake.cdc_audit.bare{uuid.uuid4().hex[:6]}"
+    spark.sql(f"CREATE TABLE {name} (source STRING, seq BIGINT) USING iceberg")
+    lake_rows.append_rows(spark, name, [{"source": "pg", "seq": 1}], batch_id="b1")
+    table = lake_rows.load(spark, name)
+    assert table is not None
+    assert {k: table.properties.get(k) for k in lake_rows.APPEND_TABLE_PROPERTIES} == lake_rows.APPEND_TABLE_PROPERTIES
+    assert lake_rows.committed_by(table, "b1")
+    assert spark.sql(f"SELECT source, seq FROM {name}").collect() == [("pg", 1)]

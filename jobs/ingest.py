@@ -27,7 +27,7 @@ from pathlib import Path
 
 from cdclake.databases.schema_source import schema_source_for
 from cdclake.exceptions import SourceBusyError
-from cdclake.ingest.follow import FollowOptions, StopFlag, batch_line
+from cdclake.ingest.follow import KEEP_SNAPSHOTS_DEFAULT, FollowOptions, StopFlag, batch_line
 from cdclake.ingest.lock import DEFAULT_WAIT_S
 from cdclake.ingest.offsets import GapAcceptance
 from cdclake.ingest.runner import busy_summary, follow_kafka, ingest_from_kafka
@@ -69,6 +69,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--poll", type=float, default=1.0, help="with --follow: seconds between looks at Kafka")
     parser.add_argument("--run-for", type=float, default=None, help="with --follow: stop after this many seconds")
     parser.add_argument("--max-batches", type=int, default=None, help="with --follow: stop after this many batches")
+    parser.add_argument(
+        "--keep-snapshots",
+        type=int,
+        default=KEEP_SNAPSHOTS_DEFAULT,
+        help="with --follow: snapshots kept of each table written (0: all, left to the maintenance)",
+    )
     args = parser.parse_args(argv)
     if args.follow and args.accept_gap:
         parser.error("--accept-gap is for one run: accept the gap without --follow, then follow")
@@ -117,6 +123,7 @@ def _follow(spark, args: argparse.Namespace, lock_wait_s: float) -> int:  # type
         max_batches=args.max_batches,
         max_records=args.max_records,
         lock_wait_s=lock_wait_s,
+        keep_snapshots=args.keep_snapshots or None,
     )
     stop = StopFlag()
     try:

@@ -71,13 +71,14 @@ class Follower:
         return {**result, "batch_lines": [b for b in batches if b["batch_id"] is not None]}
 
 
-def _start(src: OwnedSource, lake: Path, tmp: Path, name: str) -> Follower:
+def _start(src: OwnedSource, lake: Path, tmp: Path, name: str, *more: str) -> Follower:
     LakeConfig.embedded(lake).ensure_dirs()  # its catalog exists before the follower's first batch: reconcile reads it
     stdout = (tmp / f"{name}.out").open("w+")
     stderr_path = tmp / f"{name}.err"
     env = dict(os.environ, CDC_LAKE_DIR=str(lake), CDC_LOG_LEVEL="WARNING")
     proc = subprocess.Popen(
-        [CDCLAKE, "ingest", "--spec", str(src.spec_path), "--lake", str(lake), "--follow", "--poll", "0.5", "--json"],
+        [CDCLAKE, "ingest", "--spec", str(src.spec_path), "--lake", str(lake), "--follow", "--poll", "0.5", "--json"]
+        + list(more),
         env=env,
         stdout=stdout,
         stderr=stderr_path.open("w"),
@@ -171,10 +172,12 @@ def test_a_follower_applies_changes_as_they_come_stops_on_sigterm_and_resumes(
     assert "SIGTERM received: stopping after the current batch" in follower.stderr()
     assert _pending_batch(capture, lake) is None
 
-    # changes made while no follower runs, then a new follower: it goes on from the committed offsets
+    # changes made while no follower runs, then a new follower: it goes on from the committed offsets; it keeps 2
+    # snapshots of each table (tidied after its first batch that changes one, then every 100th)
     with app_sql(stack, "postgres") as sql:
         run_workload(sql, capture.customers, capture.orders, 30_000)
-    again = _start(capture, lake, tmp_path, "again")
+    before = _snapshots(capture, lake)
+    again = _start(capture, lake, tmp_path, "again", "--keep-snapshots", "2")
     try:
         _wait_equal(capture, lake, again)
         second = again.stop()
@@ -185,6 +188,20 @@ def test_a_follower_applies_changes_as_they_come_stops_on_sigterm_and_resumes(
     assert second["last_batch"]["redo"] is False
     assert _pending_batch(capture, lake) is None
     assert_lake_equals_source(capture, lake)
+    # the first follower's batches left more; a batch commits up to 3 snapshots to a table
+    after = _snapshots(capture, lake)
+    print(f"customers' snapshots: {before} before the second follower, {after} after its {second['batches']} batches")
+    assert after < before and after <= 2 + 3 * (second["committed_batches"] - 1), (before, after, second)
+
+
+def _snapshots(src: OwnedSource, lake: Path) -> int:
+    """The snapshot count of the source's customers table."""
+    from pyiceberg.catalog import load_catalog
+
+    from cdclake.lake.names import spec_table_parts
+
+    catalog = load_catalog(**LakeConfig.embedded(lake).pyiceberg_properties())
+    return len(catalog.load_table(spec_table_parts(src.spec, src.customers)).metadata.snapshots)
 
 
 def test_the_airflow_follower_dag_runs_a_bounded_follower_and_publishes_what_it_changed(

@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from cdclake.ingest.follow import KEEP_SNAPSHOTS_DEFAULT
 from cdclake.ingest.lock import DEFAULT_WAIT_S
 from cdclake.ingest.offsets import GapAcceptance
 from cdclake.ingest.summary import describe_dead_letters
@@ -174,6 +175,13 @@ def ingest(
     max_batches: Optional[int] = typer.Option(  # noqa: UP045
         None, "--max-batches", min=1, help="With --follow: stop after this many batches."
     ),
+    keep_snapshots: int = typer.Option(
+        KEEP_SNAPSHOTS_DEFAULT,
+        "--keep-snapshots",
+        min=0,
+        help="With --follow: snapshots kept of each table written (their time travel reaches back that many "
+        "commits); the older ones are expired as the run goes. 0 leaves them to the maintenance.",
+    ),
 ) -> None:
     """Run one batch: the source's Kafka offsets recorded in the lake up to the current end, into Iceberg.
 
@@ -208,7 +216,12 @@ def ingest(
         from cdclake.ingest.follow import FollowOptions
 
         options = FollowOptions(
-            poll_s=poll, run_for_s=run_for, max_batches=max_batches, max_records=max_records, lock_wait_s=lock_wait
+            poll_s=poll,
+            run_for_s=run_for,
+            max_batches=max_batches,
+            max_records=max_records,
+            lock_wait_s=lock_wait,
+            keep_snapshots=keep_snapshots or None,
         )
         spark = _session(lake)
         _follow(spark, spec, bootstrap, schema_source, options, summary_json, as_json, allow_dead_letters)

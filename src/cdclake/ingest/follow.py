@@ -14,6 +14,11 @@ age limit can apply them without new records).
 
 It stops between batches, never inside one: on SIGTERM or SIGINT (:class:`StopFlag`), after ``run_for_s``, or
 after ``max_batches`` batches.
+
+A follower commits to its tables every few seconds, and every Iceberg commit rewrites the table's metadata with
+its whole snapshot list: left to the daily maintenance (7 days of snapshots), a table would gather tens of
+thousands and each commit would cost more. So the follower keeps the tables it writes to their newest
+``keep_snapshots`` snapshots (:class:`SnapshotTidier`).
 """
 
 from __future__ import annotations
@@ -46,6 +51,10 @@ logger = logging.getLogger(__name__)
 STOPPED_BY_SIGNAL, STOPPED_BY_TIME, STOPPED_BY_BATCHES = "signal", "time", "batches"
 #: Consecutive failures to read Kafka's end offsets after which the follower gives up (each waits longer).
 MAX_WATERMARK_FAILURES = 6
+#: Snapshots a follower keeps of each table it writes (``--keep-snapshots``), and how often it looks: after the
+#: first batch that changed a table, then after every :data:`TIDY_EVERY_BATCHES`-th.
+KEEP_SNAPSHOTS_DEFAULT = 1000
+TIDY_EVERY_BATCHES = 100
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,8 @@ class FollowOptions:
         max_records: cap on the records of one batch (None: up to the end offsets at the batch's start).
         lock_wait_s: seconds a batch waits for another run of the source to release its lock; past that the
             follower waits ``poll_s`` and tries again.
+        keep_snapshots: snapshots kept of each table the follower writes (:class:`SnapshotTidier`); None leaves
+            them all to the maintenance.
     """
 
     poll_s: float = 1.0
@@ -69,8 +80,11 @@ class FollowOptions:
     hold_retry_s: float = 30.0
     max_records: int | None = None
     lock_wait_s: float = DEFAULT_WAIT_S
+    keep_snapshots: int | None = KEEP_SNAPSHOTS_DEFAULT
 
     def __post_init__(self) -> None:
+        if self.keep_snapshots is not None and self.keep_snapshots < 1:
+            raise ValueError(f"keep_snapshots must be 1 or more, not {self.keep_snapshots}")
         if self.poll_s <= 0:
             raise ValueError(f"poll_s must be above 0, not {self.poll_s}")
         if self.run_for_s is not None and self.run_for_s < 0:
@@ -152,6 +166,51 @@ class FollowReport:
             "last_batch": self.last.as_dict() if self.last is not None else None,
             "checks": {"ok": not self.problems, "problems": self.problems},
         }
+
+
+class SnapshotTidier:
+    """Keeps each table a follower writes (and an upsert table's tombstones) to its newest ``keep`` snapshots.
+
+    After a batch, for each table the batch applied events to: the first time, then every ``every``-th time, its
+    older snapshots are expired (:func:`cdclake.lake.maintenance.keep_newest_snapshots`, the table's metadata
+    only: the files only those snapshots referenced are left to the maintenance's orphan-file removal). A failure
+    is logged and left to the next time: the batch is committed, the tidy-up is housekeeping. Exactly-once is not
+    touched: only the redo of a batch still to commit looks for its own snapshots, and the tidy-up runs after its
+    batch committed. Time travel reaches back ``keep`` commits of the table.
+    """
+
+    def __init__(self, spark: SparkSession, keep: int, every: int = TIDY_EVERY_BATCHES) -> None:
+        self.spark = spark
+        self.keep = keep
+        self.every = every
+        self._since: dict[str, int] = {}
+
+    def due(self, identifier: str) -> bool:
+        """Counts a batch that applied events to ``identifier``; True when this one tidies it."""
+        since = self._since.get(identifier)
+        due = since is None or since + 1 >= self.every
+        self._since[identifier] = 0 if due else since + 1  # type: ignore[operator]
+        return due
+
+    def after(self, result: BatchSummary) -> int:
+        """Tidy the tables ``result`` applied events to that are due; returns the snapshots expired."""
+        from cdclake.lake.maintenance import keep_newest_snapshots
+        from cdclake.lake.names import tombstone_identifier
+
+        expired = 0
+        for identifier, table in sorted(result.tables.items()):
+            if not table.get("events") or not self.due(identifier):
+                continue
+            for name in (identifier, tombstone_identifier(identifier)):
+                try:
+                    n = keep_newest_snapshots(self.spark, name, self.keep)
+                except Exception:  # noqa: BLE001 - see the docstring
+                    logger.warning("table %s: snapshot tidy-up failed; left for later", name, exc_info=True)
+                    continue
+                if n:
+                    logger.info("table %s: %d old snapshot(s) expired, the newest %d kept", name, n, self.keep)
+                expired += n
+        return expired
 
 
 class StopFlag:
@@ -269,6 +328,7 @@ def follow(
     cut = held = False
     last_end = started
     failures = 0
+    tidier = SnapshotTidier(spark, options.keep_snapshots) if options.keep_snapshots is not None else None
     logger.info("source %s: following (%s)", source.name, options)
     while True:
         if stop.is_set():
@@ -298,6 +358,8 @@ def follow(
         try:
             with source_lock(catalog, source.name, wait_s=options.lock_wait_s):
                 result = run_batch(spark, source, records, options.max_records)
+                if tidier is not None:
+                    tidier.after(result)
         except SourceBusyError as exc:
             report.busy += 1
             logger.warning("source %s: %s; trying again in %.0f s", source.name, exc, options.poll_s)

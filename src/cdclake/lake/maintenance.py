@@ -1,7 +1,8 @@
 """Iceberg table maintenance through Iceberg's Spark procedures, driven by a per-table policy.
 
 The pure part builds the ``CALL lake.system.<procedure>(...)`` statements from a
-:class:`MaintenancePolicy`; :func:`run_calls` is the only function that touches Spark.
+:class:`MaintenancePolicy`; :func:`run_calls` runs them. :func:`keep_newest_snapshots` is a follower's
+upkeep between its batches (:class:`cdclake.ingest.follow.SnapshotTidier`).
 
 Order per table (each step optional):
 
@@ -322,6 +323,28 @@ def run_calls(spark: SparkSession, calls: list[MaintenanceCall]) -> dict[str, li
         results[call.procedure] = [_jsonable(row.asDict(recursive=True)) for row in rows]
         logger.info("maintenance %s on %s -> %s", call.procedure, call.table, results[call.procedure])
     return results
+
+
+def keep_newest_snapshots(spark: SparkSession, identifier: str, keep: int) -> int:
+    """Expire the snapshots of table ``identifier`` (``lake.ns.table``) but the newest ``keep`` of its history
+    (branch and tag heads stay), in its metadata only; returns how many it expired (0 when the table does not
+    exist or has no more than ``keep``). The files only they referenced are left to ``remove_orphan_files``.
+
+    Through Iceberg's Java library on the session's own catalog, as the table's writes go: one metadata commit of
+    tens of milliseconds. pyiceberg's expiry copies the table's metadata for each snapshot (over a minute for a
+    data table of 1,000), and the ``expire_snapshots`` procedure reads the manifests of every snapshot to delete
+    the files only the expired ones referenced.
+    """
+    if not spark.catalog.tableExists(identifier):
+        return 0
+    jvm = spark.sparkContext._jvm
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, identifier)
+    before = len(table.snapshots())
+    if before <= keep:
+        return 0
+    now_ms = int(datetime.now(UTC).timestamp() * 1000)
+    table.expireSnapshots().retainLast(keep).expireOlderThan(now_ms).cleanExpiredFiles(False).commit()
+    return before - len(table.snapshots())
 
 
 def _jsonable(row: dict[str, Any]) -> dict[str, Any]:

@@ -61,7 +61,12 @@ def test_a_batch_is_due_at_start_on_new_records_after_a_cut_and_after_a_hold() -
 
 @pytest.mark.parametrize(
     ("options", "error"),
-    [({"poll_s": 0}, "poll_s"), ({"run_for_s": -1}, "run_for_s"), ({"max_batches": 0}, "max_batches")],
+    [
+        ({"poll_s": 0}, "poll_s"),
+        ({"run_for_s": -1}, "run_for_s"),
+        ({"max_batches": 0}, "max_batches"),
+        ({"keep_snapshots": 0}, "keep_snapshots"),
+    ],
 )
 def test_bad_options_name_the_option(options: dict[str, float], error: str) -> None:
     with pytest.raises(ValueError, match=error):

@@ -35,6 +35,14 @@ BASE_CONF: dict[str, str] = {
     # driver JVM, three to four more Py4J round trips each: a batch of 25 records made 18K round trips with it,
     # 5.3K without. The job's own errors name the record or the table.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+    # Spark's Kafka reader keeps each task's consumer and its last fetch (up to max.partition.fetch.bytes) in
+    # pools keyed by the read's group id, which is new for every read: nothing is reused from one batch to the
+    # next. With the pools' 5-minute timeouts a follower's live heap grew to 0.8 GiB in 4 minutes at 1,000
+    # events/s; with these it stays near 0.3 GiB (docs/benchmarks.md). A read's own tasks reuse them within seconds.
+    "spark.kafka.consumer.cache.timeout": "30s",
+    "spark.kafka.consumer.cache.evictorThreadRunInterval": "10s",
+    "spark.kafka.consumer.fetchedData.cache.timeout": "30s",
+    "spark.kafka.consumer.fetchedData.cache.evictorThreadRunInterval": "10s",
     "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
 }

@@ -102,3 +102,12 @@ def test_the_local_file_system_class_goes_on_the_driver_class_path_only_while_th
     with appended_class_path(jar):
         assert os.environ["SPARK_DIST_CLASSPATH"] == "/j/cdclake-decoder-0.1.0.jar"
     assert "SPARK_DIST_CLASSPATH" not in os.environ
+
+
+def test_the_kafka_readers_pools_let_go_of_a_batchs_consumers_and_fetches_within_a_minute(spark: SparkSession) -> None:
+    """Each read's consumers and fetches are keyed by its own group id: kept for Spark's default 5 minutes, a
+    follower's driver holds every batch's of the last 5 minutes (docs/benchmarks.md, continuous mode)."""
+    conf = spark.sparkContext.getConf()
+    for pool in ("spark.kafka.consumer.cache", "spark.kafka.consumer.fetchedData.cache"):
+        assert conf.get(f"{pool}.timeout") == "30s"
+        assert conf.get(f"{pool}.evictorThreadRunInterval") == "10s"

@@ -175,12 +175,14 @@ def ingest(
     max_batches: Optional[int] = typer.Option(  # noqa: UP045
         None, "--max-batches", min=1, help="With --follow: stop after this many batches."
     ),
-    keep_snapshots: int = typer.Option(
-        KEEP_SNAPSHOTS_DEFAULT,
+    keep_snapshots: Optional[int] = typer.Option(  # noqa: UP045
+        None,
         "--keep-snapshots",
         min=0,
+        show_default=False,
         help="With --follow: snapshots kept of each table written (their time travel reaches back that many "
-        "commits); the older ones are expired as the run goes. 0 leaves them to the maintenance.",
+        "commits); the older ones are expired as the run goes. 0 leaves them to the maintenance. "
+        f"[default: {KEEP_SNAPSHOTS_DEFAULT}]",
     ),
 ) -> None:
     """Run one batch: the source's Kafka offsets recorded in the lake up to the current end, into Iceberg.
@@ -210,8 +212,10 @@ def ingest(
         raise typer.BadParameter(
             "accept a gap with one run of `cdclake ingest --accept-gap ...`, then start --follow", param_hint="--follow"
         )
-    if not follow and (run_for is not None or max_batches is not None):
-        raise typer.BadParameter("--run-for and --max-batches go with --follow", param_hint="--follow")
+    if not follow and (run_for is not None or max_batches is not None or keep_snapshots is not None):
+        raise typer.BadParameter(
+            "--run-for, --max-batches and --keep-snapshots go with --follow", param_hint="--follow"
+        )
     if follow:
         from cdclake.ingest.follow import FollowOptions
 
@@ -221,7 +225,7 @@ def ingest(
             max_batches=max_batches,
             max_records=max_records,
             lock_wait_s=lock_wait,
-            keep_snapshots=keep_snapshots or None,
+            keep_snapshots=KEEP_SNAPSHOTS_DEFAULT if keep_snapshots is None else keep_snapshots or None,
         )
         spark = _session(lake)
         _follow(spark, spec, bootstrap, schema_source, options, summary_json, as_json, allow_dead_letters)

@@ -1,0 +1,42 @@
+"""``cdclake ingest``'s follow options reach the follower as given (no Spark: the session and the follower are
+replaced), and the follow-only ones are refused without ``--follow``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from cdclake.cli import ingest as ingest_cli
+from cdclake.cli.main import app
+from cdclake.ingest.follow import KEEP_SNAPSHOTS_DEFAULT, FollowOptions
+
+
+@pytest.fixture
+def followed(monkeypatch: pytest.MonkeyPatch) -> list[FollowOptions]:
+    seen: list[FollowOptions] = []
+    monkeypatch.setattr(ingest_cli, "_session", lambda lake: object())
+    monkeypatch.setattr(
+        ingest_cli, "_follow", lambda spark, spec, bootstrap, schema, options, *rest: seen.append(options)
+    )
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("args", "keep"),
+    [([], KEEP_SNAPSHOTS_DEFAULT), (["--keep-snapshots", "50"], 50), (["--keep-snapshots", "0"], None)],
+)
+def test_keep_snapshots_reaches_the_follower(followed: list[FollowOptions], args: list[str], keep: Any) -> None:
+    result = CliRunner().invoke(app, ["ingest", "--spec", "postgres", "--follow", *args])
+    assert result.exit_code == 0, result.output
+    assert [o.keep_snapshots for o in followed] == [keep]
+
+
+@pytest.mark.parametrize("args", [["--keep-snapshots", "5"], ["--run-for", "60"], ["--max-batches", "2"]])
+def test_follow_options_without_follow_are_refused(followed: list[FollowOptions], args: list[str]) -> None:
+    result = CliRunner().invoke(app, ["ingest", "--spec", "postgres", *args])
+    assert result.exit_code == 2 and "go with --follow" in " ".join(result.output.replace("│", " ").split()), (
+        result.output
+    )
+    assert not followed

@@ -28,6 +28,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from cdclake.ingest.tables import snapshot_properties
 from cdclake.lake.catalog import LakeConfig
 from cdclake.spark import build_spark_session
 
@@ -48,11 +49,10 @@ BATCH_PROPERTIES = {
 
 
 def _write(spark: SparkSession, sql: str) -> float:
-    for key, value in BATCH_PROPERTIES.items():
-        spark.conf.set(f"spark.sql.iceberg.snapshot-property.{key}", value)
-    t0 = time.perf_counter()
-    spark.sql(sql)
-    return time.perf_counter() - t0
+    with snapshot_properties(spark, BATCH_PROPERTIES):
+        t0 = time.perf_counter()
+        spark.sql(sql)
+        return time.perf_counter() - t0
 
 
 def _with_snapshots(metadata: dict[str, Any], extra: int) -> dict[str, Any]:

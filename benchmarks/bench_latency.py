@@ -12,9 +12,10 @@ holding its key (its ``timestamp-ms``, the writer's commit time). Latency is tha
 time, over every inserted row still live at the end (one inserted and deleted within a batch never shows). The
 follower is stopped once the table holds all of them. Both clocks are this machine's.
 
-Usage: ``.venv/bin/python benchmarks/bench_latency.py [--rate 1000] [--seconds 60]`` (starts the stack, without
-Airflow, if it is down). Prints the latency percentiles, the batches' walls and the median of each phase, then each batch's records,
-wall and apply time.
+Usage: ``.venv/bin/python benchmarks/bench_latency.py [--rate 1000] [--seconds 60] [--compact-every N]`` (starts
+the stack, without Airflow, if it is down). Prints the latency percentiles, the batches' walls and the median of
+each phase, then each batch's records, wall, apply and upkeep (compaction, snapshot expiry) time, and what the
+table holds for a reader at the end (its files, a full scan's time).
 """
 
 from __future__ import annotations
@@ -136,6 +137,20 @@ def first_visible(table: Any, keys: set[int]) -> dict[int, float]:
     return seen
 
 
+def reader_view(table: Any) -> str:
+    """What the follower leaves a reader of ``table``: its live data and delete files, and one full scan's time
+    (pyiceberg, which opens every file and applies every delete file)."""
+    files = table.inspect.files().select(["content", "file_size_in_bytes"]).to_pylist()
+    data = sorted(f["file_size_in_bytes"] for f in files if f["content"] == 0)
+    deletes = sum(1 for f in files if f["content"] != 0)
+    t0 = time.monotonic()
+    rows = table.scan().to_arrow().num_rows
+    return (
+        f"{len(data):,} data files (median {data[len(data) // 2] / 1024:.0f} KiB), {deletes:,} delete files; "
+        f"a full scan of its {rows:,} rows {time.monotonic() - t0:.1f} s"
+    )
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -145,6 +160,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rate", type=int, default=1000, help="change events per second")
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the load runs")
+    parser.add_argument(
+        "--compact-every", type=int, default=None, help="the follower's --compact-every (default: its default)"
+    )
     args = parser.parse_args()
 
     from cdclake.lake import LakeConfig
@@ -156,6 +174,8 @@ def main() -> None:
     lake, summary_file = work / "lake", work / "summary.json"
     cmd = [CDCLAKE, "ingest", "--spec", "postgres", "--lake", str(lake), "--follow", "--poll", "1", "--json",
            "--summary-json", str(summary_file)]  # fmt: skip
+    if args.compact_every is not None:
+        cmd += ["--compact-every", str(args.compact_every)]
     env = dict(os.environ, CDC_LAKE_DIR=str(lake), CDC_LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1")
     follower = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[tuple[float, str]] = []
@@ -209,8 +229,9 @@ def main() -> None:
         for i, b in enumerate(loaded, 1):
             print(
                 f"  batch {i}: {b['records']:,} records, {sum(b['phases_s'].values()):.2f} s "
-                f"(apply {b['phases_s'].get('apply', 0.0):.2f} s)"
+                f"(apply {b['phases_s'].get('apply', 0.0):.2f} s, upkeep {b['phases_s'].get('upkeep', 0.0):.2f} s)"
             )
+    print(f"{TABLE} as the follower left it: {reader_view(table)}")
     print(f"follower: {result['committed_batches']} batches, {result['records']:,} records, stopped by "
           f"{result['stopped_by']}")  # fmt: skip
 

@@ -12,8 +12,10 @@ Created paused: unpause it to start following.
    log has one line per batch: records, rows applied, seconds, and how long after its last source commit the
    batch became visible. After `CDC_FOLLOW_RUN_FOR` the job stops between batches and the next run takes over
    (a JVM start, about 15 s, without batches). Marking the task failed or cleared stops the job; an
-   interrupted batch is redone by the next run, exactly once. It keeps each table it writes to its newest
-   1,000 snapshots (the job's `--keep-snapshots`), so that its commits do not slow down as they pile up.
+   interrupted batch is redone by the next run, exactly once. It compacts the small files of each table it
+   writes after every 10th batch that changed it (the job's `--compact-every`) and keeps the table to its
+   newest 1,000 snapshots (`--keep-snapshots`), so that its batches do not slow down as files and snapshots
+   pile up; the task log has a line per compaction.
    It runs in Airflow's `default_pool`, not in the Spark pool of the scheduled batches (`CDC_SPARK_POOL`),
    which it would otherwise hold for its whole run.
 2. **check_batch**: reads the run's summary (its batches added up) and fails when any batch's consistency

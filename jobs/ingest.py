@@ -2,7 +2,8 @@
 
     spark-submit --jars <.cache/jvm/spark/*.jar> jobs/ingest.py --spec postgres [--max-records N] \
         [--lake DIR] [--summary-json PATH] [--lock-wait SECONDS] [--schema-source database|lake|FILE.json] \
-        [--accept-gap TOPIC[:PARTITION] ...] [--accepted-by NAME] [--follow [--poll S] [--run-for S] [--max-batches N]]
+        [--accept-gap TOPIC[:PARTITION] ...] [--accepted-by NAME] \
+        [--follow [--poll S] [--run-for S] [--max-batches N] [--keep-snapshots N] [--compact-every N]]
 
 Parses arguments, builds the session, calls :func:`cdclake.ingest.runner.ingest_from_kafka`. When another run
 holds the source's lock past --lock-wait, the summary says ``"status": "source-busy"`` (exit status 0: the
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from cdclake.databases.schema_source import schema_source_for
 from cdclake.exceptions import SourceBusyError
-from cdclake.ingest.follow import KEEP_SNAPSHOTS_DEFAULT, FollowOptions, StopFlag, batch_line
+from cdclake.ingest.follow import COMPACT_EVERY_DEFAULT, KEEP_SNAPSHOTS_DEFAULT, FollowOptions, StopFlag, batch_line
 from cdclake.ingest.lock import DEFAULT_WAIT_S
 from cdclake.ingest.offsets import GapAcceptance
 from cdclake.ingest.runner import busy_summary, follow_kafka, ingest_from_kafka
@@ -72,12 +73,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--keep-snapshots",
         type=int,
-        default=KEEP_SNAPSHOTS_DEFAULT,
-        help="with --follow: snapshots kept of each table written (0: all, left to the maintenance)",
+        default=None,
+        help="with --follow: snapshots kept of each table written (0: all, left to the maintenance; "
+        f"default {KEEP_SNAPSHOTS_DEFAULT})",
+    )
+    parser.add_argument(
+        "--compact-every",
+        type=int,
+        default=None,
+        help="with --follow: compact the small files of each table written after every this many batches that "
+        f"changed it (0: left to the maintenance; default {COMPACT_EVERY_DEFAULT})",
     )
     args = parser.parse_args(argv)
     if args.follow and args.accept_gap:
         parser.error("--accept-gap is for one run: accept the gap without --follow, then follow")
+    follow_only = {"--run-for": args.run_for, "--max-batches": args.max_batches,
+                   "--keep-snapshots": args.keep_snapshots, "--compact-every": args.compact_every}  # fmt: skip
+    given = [name for name, value in follow_only.items() if value is not None]
+    if given and not args.follow:
+        parser.error(f"{', '.join(given)} go(es) with --follow")
+    args.keep_snapshots = KEEP_SNAPSHOTS_DEFAULT if args.keep_snapshots is None else args.keep_snapshots
+    args.compact_every = COMPACT_EVERY_DEFAULT if args.compact_every is None else args.compact_every
     return args
 
 
@@ -124,6 +140,7 @@ def _follow(spark, args: argparse.Namespace, lock_wait_s: float) -> int:  # type
         max_records=args.max_records,
         lock_wait_s=lock_wait_s,
         keep_snapshots=args.keep_snapshots or None,
+        compact_every=args.compact_every or None,
     )
     stop = StopFlag()
     try:

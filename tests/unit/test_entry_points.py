@@ -26,3 +26,25 @@ def test_job_entry_point_imports_and_shows_its_help(path: Path, capsys: pytest.C
         module.parse_args(["--help"])
     assert exit_info.value.code == 0
     assert "--summary-json" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("option", [["--run-for", "60"], ["--max-batches", "2"], ["--keep-snapshots", "5"],
+                                    ["--compact-every", "3"]])  # fmt: skip
+def test_the_ingest_job_refuses_follow_options_without_follow(
+    option: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = _load(JOBS / "ingest.py")
+    with pytest.raises(SystemExit) as exit_info:
+        module.parse_args(["--spec", "postgres", *option])
+    assert exit_info.value.code == 2
+    assert f"{option[0]} go(es) with --follow" in capsys.readouterr().err
+
+
+def test_the_ingest_jobs_follow_options_default_to_the_followers() -> None:
+    from cdclake.ingest.follow import COMPACT_EVERY_DEFAULT, KEEP_SNAPSHOTS_DEFAULT
+
+    module = _load(JOBS / "ingest.py")
+    args = module.parse_args(["--spec", "postgres", "--follow"])
+    assert (args.keep_snapshots, args.compact_every) == (KEEP_SNAPSHOTS_DEFAULT, COMPACT_EVERY_DEFAULT)
+    args = module.parse_args(["--spec", "postgres", "--follow", "--keep-snapshots", "0", "--compact-every", "0"])
+    assert (args.keep_snapshots, args.compact_every) == (0, 0)

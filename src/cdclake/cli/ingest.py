@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cdclake.ingest.follow import KEEP_SNAPSHOTS_DEFAULT
+from cdclake.ingest.follow import COMPACT_EVERY_DEFAULT, KEEP_SNAPSHOTS_DEFAULT
 from cdclake.ingest.lock import DEFAULT_WAIT_S
 from cdclake.ingest.offsets import GapAcceptance
 from cdclake.ingest.summary import describe_dead_letters
@@ -184,6 +184,15 @@ def ingest(
         "commits); the older ones are expired as the run goes. 0 leaves them to the maintenance. "
         f"[default: {KEEP_SNAPSHOTS_DEFAULT}]",
     ),
+    compact_every: Optional[int] = typer.Option(  # noqa: UP045
+        None,
+        "--compact-every",
+        min=0,
+        show_default=False,
+        help="With --follow: compact the small files of each table written after every this many batches that "
+        "changed it (their MERGEs slow down as files pile up). 0 leaves them to the maintenance. "
+        f"[default: {COMPACT_EVERY_DEFAULT}]",
+    ),
 ) -> None:
     """Run one batch: the source's Kafka offsets recorded in the lake up to the current end, into Iceberg.
 
@@ -212,9 +221,10 @@ def ingest(
         raise typer.BadParameter(
             "accept a gap with one run of `cdclake ingest --accept-gap ...`, then start --follow", param_hint="--follow"
         )
-    if not follow and (run_for is not None or max_batches is not None or keep_snapshots is not None):
+    follow_only = (run_for, max_batches, keep_snapshots, compact_every)
+    if not follow and any(value is not None for value in follow_only):
         raise typer.BadParameter(
-            "--run-for, --max-batches and --keep-snapshots go with --follow", param_hint="--follow"
+            "--run-for, --max-batches, --keep-snapshots and --compact-every go with --follow", param_hint="--follow"
         )
     if follow:
         from cdclake.ingest.follow import FollowOptions
@@ -226,6 +236,7 @@ def ingest(
             max_records=max_records,
             lock_wait_s=lock_wait,
             keep_snapshots=KEEP_SNAPSHOTS_DEFAULT if keep_snapshots is None else keep_snapshots or None,
+            compact_every=COMPACT_EVERY_DEFAULT if compact_every is None else compact_every or None,
         )
         spark = _session(lake)
         _follow(spark, spec, bootstrap, schema_source, options, summary_json, as_json, allow_dead_letters)

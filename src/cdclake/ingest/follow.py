@@ -15,10 +15,11 @@ age limit can apply them without new records).
 It stops between batches, never inside one: on SIGTERM or SIGINT (:class:`StopFlag`), after ``run_for_s``, or
 after ``max_batches`` batches.
 
-A follower commits to its tables every few seconds, and every Iceberg commit rewrites the table's metadata with
-its whole snapshot list: left to the daily maintenance (7 days of snapshots), a table would gather tens of
-thousands and each commit would cost more. So the follower keeps the tables it writes to their newest
-``keep_snapshots`` snapshots (:class:`SnapshotTidier`).
+A follower commits to its tables every few seconds. Each MERGE adds small files that every later scan opens, and
+every commit rewrites the table's metadata with its whole snapshot list: left to the daily maintenance, a table's
+batches would take several times as long within minutes, and each commit more after a day. So the follower
+compacts the recent files of the tables it writes every ``compact_every`` batches and keeps them to their newest
+``keep_snapshots`` snapshots (:class:`TableUpkeep`).
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ MAX_WATERMARK_FAILURES = 6
 #: first batch that changed a table, then after every :data:`TIDY_EVERY_BATCHES`-th.
 KEEP_SNAPSHOTS_DEFAULT = 1000
 TIDY_EVERY_BATCHES = 100
+#: A follower compacts the recent files of a table after every this many batches that changed it
+#: (``--compact-every``).
+COMPACT_EVERY_DEFAULT = 10
 
 
 @dataclass(frozen=True)
@@ -70,8 +74,10 @@ class FollowOptions:
         max_records: cap on the records of one batch (None: up to the end offsets at the batch's start).
         lock_wait_s: seconds a batch waits for another run of the source to release its lock; past that the
             follower waits ``poll_s`` and tries again.
-        keep_snapshots: snapshots kept of each table the follower writes (:class:`SnapshotTidier`); None leaves
+        keep_snapshots: snapshots kept of each table the follower writes (:class:`TableUpkeep`); None leaves
             them all to the maintenance.
+        compact_every: compact the recent files of a table after every this many batches that changed it
+            (:class:`TableUpkeep`); None leaves compaction to the maintenance.
     """
 
     poll_s: float = 1.0
@@ -81,10 +87,13 @@ class FollowOptions:
     max_records: int | None = None
     lock_wait_s: float = DEFAULT_WAIT_S
     keep_snapshots: int | None = KEEP_SNAPSHOTS_DEFAULT
+    compact_every: int | None = COMPACT_EVERY_DEFAULT
 
     def __post_init__(self) -> None:
         if self.keep_snapshots is not None and self.keep_snapshots < 1:
             raise ValueError(f"keep_snapshots must be 1 or more, not {self.keep_snapshots}")
+        if self.compact_every is not None and self.compact_every < 1:
+            raise ValueError(f"compact_every must be 1 or more, not {self.compact_every}")
         if self.poll_s <= 0:
             raise ValueError(f"poll_s must be above 0, not {self.poll_s}")
         if self.run_for_s is not None and self.run_for_s < 0:
@@ -168,49 +177,95 @@ class FollowReport:
         }
 
 
-class SnapshotTidier:
-    """Keeps each table a follower writes (and an upsert table's tombstones) to its newest ``keep`` snapshots.
+class TableUpkeep:
+    """Keeps the tables a follower writes (and an upsert table's tombstones) quick to scan and to commit to.
 
-    After a batch, for each table the batch applied events to: the first time, then every ``every``-th time, its
-    older snapshots are expired (:func:`cdclake.lake.maintenance.keep_newest_snapshots`, the table's metadata
-    only: the files only those snapshots referenced are left to the maintenance's orphan-file removal). A failure
-    is logged and left to the next time: the batch is committed, the tidy-up is housekeeping. Exactly-once is not
-    touched: only the redo of a batch still to commit looks for its own snapshots, and the tidy-up runs after its
-    batch committed. Time travel reaches back ``keep`` commits of the table.
+    Each batch of a merge-on-read MERGE adds a data file and a position-delete file to every partition it touches,
+    and every later scan of the table opens all of them: within minutes the next batches' MERGEs take several
+    times as long. Each commit also rewrites the table's metadata with its whole snapshot list. So after a batch,
+    for each table it applied events to, counting those batches per table:
+
+    - every ``compact_every``-th batch compacts its recent files
+      (:func:`cdclake.lake.maintenance.compact_recent_files`), when ``compact_every`` is set;
+    - the first batch, then every ``tidy_every``-th, expires its snapshots but the newest ``keep``
+      (:func:`cdclake.lake.maintenance.keep_newest_snapshots`, in the metadata only: the files only those
+      snapshots referenced are left to the maintenance's orphan-file removal), when ``keep`` is set.
+
+    A failure is logged and left to the next time: the batch is committed, the upkeep is housekeeping.
+    Exactly-once is not touched: only the redo of a batch still to commit looks for its own snapshots, and the
+    upkeep runs after its batch committed, inside the source's lock. Time travel reaches back ``keep`` commits.
     """
 
-    def __init__(self, spark: SparkSession, keep: int, every: int = TIDY_EVERY_BATCHES) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        keep: int | None,
+        compact_every: int | None = None,
+        tidy_every: int = TIDY_EVERY_BATCHES,
+    ) -> None:
         self.spark = spark
         self.keep = keep
-        self.every = every
-        self._since: dict[str, int] = {}
+        self.compact_every = compact_every
+        self.tidy_every = tidy_every
+        self._batches: dict[str, int] = {}
 
-    def due(self, identifier: str) -> bool:
-        """Counts a batch that applied events to ``identifier``; True when this one tidies it."""
-        since = self._since.get(identifier)
-        due = since is None or since + 1 >= self.every
-        self._since[identifier] = 0 if due else since + 1  # type: ignore[operator]
-        return due
+    def due(self, identifier: str) -> tuple[bool, bool]:
+        """Counts a batch that applied events to ``identifier``; returns (compact it, expire its snapshots) now."""
+        n = self._batches[identifier] = self._batches.get(identifier, 0) + 1
+        compact = self.compact_every is not None and n % self.compact_every == 0
+        tidy = self.keep is not None and (n - 1) % self.tidy_every == 0
+        return compact, tidy
 
-    def after(self, result: BatchSummary) -> int:
-        """Tidy the tables ``result`` applied events to that are due; returns the snapshots expired."""
-        from cdclake.lake.maintenance import keep_newest_snapshots
+    def after(self, result: BatchSummary) -> dict[str, int]:
+        """The upkeep due on the tables ``result`` applied events to; returns the tables compacted and the
+        snapshots expired."""
         from cdclake.lake.names import tombstone_identifier
 
-        expired = 0
+        done = {"compacted": 0, "expired": 0}
         for identifier, table in sorted(result.tables.items()):
-            if not table.get("events") or not self.due(identifier):
+            if not table.get("events"):
                 continue
-            for name in (identifier, tombstone_identifier(identifier)):
-                try:
-                    n = keep_newest_snapshots(self.spark, name, self.keep)
-                except Exception:  # noqa: BLE001 - see the docstring
-                    logger.warning("table %s: snapshot tidy-up failed; left for later", name, exc_info=True)
-                    continue
-                if n:
-                    logger.info("table %s: %d old snapshot(s) expired, the newest %d kept", name, n, self.keep)
-                expired += n
-        return expired
+            compact, tidy = self.due(identifier)
+            for name in (identifier, tombstone_identifier(identifier)) if compact or tidy else ():
+                if compact and self._compact(name):
+                    done["compacted"] += 1
+                if tidy:
+                    done["expired"] += self._expire(name)
+        return done
+
+    def _compact(self, name: str) -> bool:
+        from cdclake.lake.maintenance import compact_recent_files
+
+        started = time.monotonic()
+        try:
+            results = compact_recent_files(self.spark, name)
+        except Exception:  # noqa: BLE001 - see the class docstring
+            logger.warning("table %s: compaction failed; left for later", name, exc_info=True)
+            return False
+        if results:
+            data = (results.get("rewrite_data_files") or [{}])[0]
+            logger.info(
+                "table %s: compacted in %.1f s (%s data files into %s, %s delete files dropped)",
+                name,
+                time.monotonic() - started,
+                data.get("rewritten_data_files_count"),
+                data.get("added_data_files_count"),
+                data.get("removed_delete_files_count"),
+            )
+        return bool(results)
+
+    def _expire(self, name: str) -> int:
+        from cdclake.lake.maintenance import keep_newest_snapshots
+
+        assert self.keep is not None
+        try:
+            n = keep_newest_snapshots(self.spark, name, self.keep)
+        except Exception:  # noqa: BLE001 - see the class docstring
+            logger.warning("table %s: snapshot tidy-up failed; left for later", name, exc_info=True)
+            return 0
+        if n:
+            logger.info("table %s: %d old snapshot(s) expired, the newest %d kept", name, n, self.keep)
+        return n
 
 
 class StopFlag:
@@ -314,7 +369,8 @@ def follow(
 
     ``catalog`` holds the source's lock (the lake's pyiceberg catalog). ``run_batch(spark, source, records,
     max_records)`` runs one batch (:func:`cdclake.ingest.runner.run_capped_batch`). ``on_batch`` gets each
-    batch's summary as it commits.
+    batch's summary after its table upkeep (:class:`TableUpkeep`), whose seconds are the summary's last phase,
+    ``upkeep``.
 
     Raises:
         RecordSourceError: when Kafka's end offsets could not be read :data:`MAX_WATERMARK_FAILURES` times in a
@@ -328,7 +384,7 @@ def follow(
     cut = held = False
     last_end = started
     failures = 0
-    tidier = SnapshotTidier(spark, options.keep_snapshots) if options.keep_snapshots is not None else None
+    upkeep = TableUpkeep(spark, options.keep_snapshots, options.compact_every)
     logger.info("source %s: following (%s)", source.name, options)
     while True:
         if stop.is_set():
@@ -358,8 +414,9 @@ def follow(
         try:
             with source_lock(catalog, source.name, wait_s=options.lock_wait_s):
                 result = run_batch(spark, source, records, options.max_records)
-                if tidier is not None:
-                    tidier.after(result)
+                upkept = time.monotonic()
+                upkeep.after(result)
+                result.phases["upkeep"] = time.monotonic() - upkept
         except SourceBusyError as exc:
             report.busy += 1
             logger.warning("source %s: %s; trying again in %.0f s", source.name, exc, options.poll_s)

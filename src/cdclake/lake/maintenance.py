@@ -1,13 +1,15 @@
 """Iceberg table maintenance through Iceberg's Spark procedures, driven by a per-table policy.
 
 The pure part builds the ``CALL lake.system.<procedure>(...)`` statements from a
-:class:`MaintenancePolicy`; :func:`run_calls` runs them. :func:`keep_newest_snapshots` is a follower's
-upkeep between its batches (:class:`cdclake.ingest.follow.SnapshotTidier`).
+:class:`MaintenancePolicy`; :func:`run_calls` runs them. :func:`compact_recent_files` and
+:func:`keep_newest_snapshots` are a follower's upkeep between its batches
+(:class:`cdclake.ingest.follow.TableUpkeep`).
 
 Order per table (each step optional):
 
 1. ``rewrite_data_files``: compact small data files (binpack), so MERGE batches do not leave
-   thousands of tiny files.
+   thousands of tiny files; on tables that delete, the position deletes that only applied to the rewritten
+   files go with them (``remove-dangling-deletes``).
 2. ``rewrite_position_delete_files``: compact the position deletes that merge-on-read MERGEs write
    (skipped for ``append`` tables, which never delete).
 3. ``expire_snapshots``: drop snapshots older than N days, always keeping the last K.
@@ -48,6 +50,8 @@ logger = logging.getLogger(__name__)
 EXPIRE_OLDER_THAN_DAYS_DEFAULT = 7.0
 RETAIN_LAST_DEFAULT = 5
 REWRITE_MIN_INPUT_FILES_DEFAULT = 5
+#: A follower's compaction rewrites only data files under this size (:func:`compact_recent_files`).
+RECENT_FILE_BYTES = 1024 * 1024
 ORPHAN_OLDER_THAN_DAYS_DEFAULT = 3.0
 #: ``cdc_audit.locks`` (:data:`cdclake.ingest.lock.LOCKS`).
 LOCKS_TABLE = "locks"
@@ -65,6 +69,8 @@ class MaintenancePolicy:
         rewrite_min_input_files: only rewrite a file group with at least this many files.
         target_file_size_bytes: target size of rewritten files (None: the table's
             ``write.target-file-size-bytes``).
+        rewrite_below_bytes: only rewrite data files under this size (None: Iceberg's binpack default, 75% of
+            the target size).
         rewrite_position_deletes: run ``rewrite_position_delete_files``.
         remove_orphan_files: run ``remove_orphan_files``.
         orphan_older_than_days: only remove orphans older than this many days (at least 1: Iceberg's
@@ -82,6 +88,7 @@ class MaintenancePolicy:
     rewrite_data_files: bool = True
     rewrite_min_input_files: int = REWRITE_MIN_INPUT_FILES_DEFAULT
     target_file_size_bytes: int | None = None
+    rewrite_below_bytes: int | None = None
     rewrite_position_deletes: bool = True
     remove_orphan_files: bool = True
     orphan_older_than_days: float = ORPHAN_OLDER_THAN_DAYS_DEFAULT
@@ -99,6 +106,8 @@ class MaintenancePolicy:
             problems.append("rewrite_min_input_files must be >= 1")
         if self.target_file_size_bytes is not None and self.target_file_size_bytes <= 0:
             problems.append("target_file_size_bytes must be positive")
+        if self.rewrite_below_bytes is not None and self.rewrite_below_bytes <= 0:
+            problems.append("rewrite_below_bytes must be positive")
         if self.orphan_older_than_days < 1:
             # Iceberg's procedure refuses intervals under 24 hours (files of in-flight writes look orphaned).
             problems.append("orphan_older_than_days must be >= 1 (Iceberg refuses intervals under 24 hours)")
@@ -240,6 +249,10 @@ def maintenance_calls(
         options: dict[str, Any] = {"min-input-files": policy.rewrite_min_input_files}
         if policy.target_file_size_bytes:
             options["target-file-size-bytes"] = policy.target_file_size_bytes
+        if policy.rewrite_below_bytes:
+            options["min-file-size-bytes"] = policy.rewrite_below_bytes
+        if policy.rewrite_position_deletes:
+            options["remove-dangling-deletes"] = "true"
         calls.append(
             MaintenanceCall(
                 "rewrite_data_files",
@@ -323,6 +336,30 @@ def run_calls(spark: SparkSession, calls: list[MaintenanceCall]) -> dict[str, li
         results[call.procedure] = [_jsonable(row.asDict(recursive=True)) for row in rows]
         logger.info("maintenance %s on %s -> %s", call.procedure, call.table, results[call.procedure])
     return results
+
+
+#: What a follower's compaction does: the rewrites of the maintenance, on the recent (small) files only.
+RECENT_FILES_POLICY = MaintenancePolicy(
+    expire_snapshots=False,
+    rewrite_below_bytes=RECENT_FILE_BYTES,
+    remove_orphan_files=False,
+    expire_tombstones=False,
+)
+
+
+def compact_recent_files(spark: SparkSession, identifier: str) -> dict[str, list[dict[str, Any]]]:
+    """Compact table ``identifier`` (``lake.ns.table``): in each partition with :data:`REWRITE_MIN_INPUT_FILES_DEFAULT`
+    or more data files under :data:`RECENT_FILE_BYTES`, those files are rewritten as one, with the position
+    deletes that applied to them; then each partition's position-delete files are compacted. Returns each
+    procedure's output rows ({} when the table does not exist).
+
+    The size bound keeps the work of one compaction to what recent batches wrote, however large the table: a
+    merge-on-read table gains a data file and a position-delete file per partition with each MERGE, and every
+    scan of the table (the next MERGE's too) opens all of them.
+    """
+    if not spark.catalog.tableExists(identifier):
+        return {}
+    return run_calls(spark, maintenance_calls(identifier, RECENT_FILES_POLICY, datetime.now(UTC)))
 
 
 def keep_newest_snapshots(spark: SparkSession, identifier: str, keep: int) -> int:

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from cdclake.cli import ingest as ingest_cli
 from cdclake.cli.main import app
-from cdclake.ingest.follow import KEEP_SNAPSHOTS_DEFAULT, FollowOptions
+from cdclake.ingest.follow import COMPACT_EVERY_DEFAULT, KEEP_SNAPSHOTS_DEFAULT, FollowOptions
 
 
 @pytest.fixture
@@ -24,16 +24,27 @@ def followed(monkeypatch: pytest.MonkeyPatch) -> list[FollowOptions]:
 
 
 @pytest.mark.parametrize(
-    ("args", "keep"),
-    [([], KEEP_SNAPSHOTS_DEFAULT), (["--keep-snapshots", "50"], 50), (["--keep-snapshots", "0"], None)],
+    ("args", "option", "value"),
+    [
+        ([], "keep_snapshots", KEEP_SNAPSHOTS_DEFAULT),
+        (["--keep-snapshots", "50"], "keep_snapshots", 50),
+        (["--keep-snapshots", "0"], "keep_snapshots", None),
+        ([], "compact_every", COMPACT_EVERY_DEFAULT),
+        (["--compact-every", "3"], "compact_every", 3),
+        (["--compact-every", "0"], "compact_every", None),
+    ],
 )
-def test_keep_snapshots_reaches_the_follower(followed: list[FollowOptions], args: list[str], keep: Any) -> None:
+def test_the_upkeep_options_reach_the_follower(
+    followed: list[FollowOptions], args: list[str], option: str, value: Any
+) -> None:
     result = CliRunner().invoke(app, ["ingest", "--spec", "postgres", "--follow", *args])
     assert result.exit_code == 0, result.output
-    assert [o.keep_snapshots for o in followed] == [keep]
+    assert [getattr(o, option) for o in followed] == [value]
 
 
-@pytest.mark.parametrize("args", [["--keep-snapshots", "5"], ["--run-for", "60"], ["--max-batches", "2"]])
+@pytest.mark.parametrize(
+    "args", [["--keep-snapshots", "5"], ["--compact-every", "5"], ["--run-for", "60"], ["--max-batches", "2"]]
+)
 def test_follow_options_without_follow_are_refused(followed: list[FollowOptions], args: list[str]) -> None:
     result = CliRunner().invoke(app, ["ingest", "--spec", "postgres", *args])
     assert result.exit_code == 2 and "go with --follow" in " ".join(result.output.replace("│", " ").split()), (

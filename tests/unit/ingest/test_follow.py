@@ -66,6 +66,7 @@ def test_a_batch_is_due_at_start_on_new_records_after_a_cut_and_after_a_hold() -
         ({"run_for_s": -1}, "run_for_s"),
         ({"max_batches": 0}, "max_batches"),
         ({"keep_snapshots": 0}, "keep_snapshots"),
+        ({"compact_every": 0}, "compact_every"),
     ],
 )
 def test_bad_options_name_the_option(options: dict[str, float], error: str) -> None:

@@ -1,5 +1,6 @@
-"""A follower keeps the tables it writes to their newest snapshots (:class:`cdclake.ingest.follow.SnapshotTidier`):
-on a real table of the session's embedded lake, written by Spark as a batch writes it, and its tombstones."""
+"""A follower compacts the tables it writes and keeps them to their newest snapshots
+(:class:`cdclake.ingest.follow.TableUpkeep`): on real tables of the session's embedded lake, written by Spark as a
+batch writes them, and their tombstones."""
 
 from __future__ import annotations
 
@@ -8,16 +9,19 @@ import uuid
 import pytest
 from pyspark.sql import SparkSession
 
-from cdclake.ingest.follow import SnapshotTidier
+from cdclake.ingest.follow import TableUpkeep
 from cdclake.ingest.summary import BatchSummary
 from cdclake.lake import rows as lake_rows
 from cdclake.lake.names import tombstone_identifier
 
 
-def test_a_table_is_tidied_after_its_first_batch_then_every_nth() -> None:
-    tidier = SnapshotTidier(None, keep=5, every=3)  # type: ignore[arg-type]
-    assert [tidier.due("lake.pg.a") for _ in range(7)] == [True, False, False, True, False, False, True]
-    assert tidier.due("lake.pg.b")  # each table counts its own batches
+def test_a_table_is_compacted_every_nth_batch_and_tidied_after_its_first_then_every_mth() -> None:
+    upkeep = TableUpkeep(None, keep=5, compact_every=4, tidy_every=3)  # type: ignore[arg-type]
+    due = [upkeep.due("lake.pg.a") for _ in range(8)]
+    assert [compact for compact, _ in due] == [False, False, False, True, False, False, False, True]
+    assert [tidy for _, tidy in due] == [True, False, False, True, False, False, True, False]
+    assert upkeep.due("lake.pg.b") == (False, True)  # each table counts its own batches
+    assert TableUpkeep(None, keep=None, compact_every=None).due("lake.pg.a") == (False, False)  # type: ignore[arg-type]
 
 
 def _summary(tables: dict[str, dict[str, int]]) -> BatchSummary:
@@ -39,9 +43,9 @@ def test_the_tables_a_batch_wrote_keep_their_newest_snapshots_and_all_their_rows
         for i in range(8):
             spark.sql(f"INSERT INTO {name} VALUES ({i}, 'n{i}')")
     spark.sql(f"DELETE FROM {table} WHERE id = 3")  # a commit that writes deletes, as a MERGE does
-    tidier = SnapshotTidier(spark, keep=3)
+    upkeep = TableUpkeep(spark, keep=3)
 
-    assert tidier.after(_summary({table: {"c": 1}, untouched: {}})) == 6 + 5
+    assert upkeep.after(_summary({table: {"c": 1}, untouched: {}})) == {"compacted": 0, "expired": 6 + 5}
     for name, kept in ((table, 3), (tombstone_identifier(table), 3), (untouched, 8)):
         loaded = lake_rows.load(spark, name)
         assert loaded is not None and len(loaded.metadata.snapshots) == kept, name
@@ -50,4 +54,22 @@ def test_the_tables_a_batch_wrote_keep_their_newest_snapshots_and_all_their_rows
     spark.sql(f"INSERT INTO {table} VALUES (8, 'n8')")
     assert spark.table(table).count() == 8
     # not due again before its 100th batch: nothing more is expired
-    assert tidier.after(_summary({table: {"u": 2}})) == 0
+    assert upkeep.after(_summary({table: {"u": 2}})) == {"compacted": 0, "expired": 0}
+
+
+@pytest.mark.spark
+def test_the_tables_a_batch_wrote_are_compacted_every_nth_batch_with_all_their_rows(spark: SparkSession) -> None:
+    namespace = f"lake.compact{uuid.uuid4().hex[:6]}.inventory"
+    table = f"{namespace}.customers"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+    for name in (table, tombstone_identifier(table)):
+        spark.sql(f"CREATE TABLE {name} (id BIGINT, name STRING) USING iceberg")
+        for i in range(6):  # six batches' small files
+            spark.sql(f"INSERT INTO {name} VALUES ({i}, 'n{i}')")
+    upkeep = TableUpkeep(spark, keep=None, compact_every=2)
+
+    assert upkeep.after(_summary({table: {"c": 1}})) == {"compacted": 0, "expired": 0}
+    assert upkeep.after(_summary({table: {"c": 1}})) == {"compacted": 2, "expired": 0}
+    for name in (table, tombstone_identifier(table)):
+        assert spark.sql(f"SELECT count(*) FROM {name}.files").first()[0] == 1, name
+        assert sorted(r.id for r in spark.table(name).collect()) == list(range(6)), name

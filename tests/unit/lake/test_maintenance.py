@@ -10,10 +10,12 @@ import pytest
 from cdclake.connectors import LakeOptions
 from cdclake.exceptions import ConfigError
 from cdclake.lake.maintenance import (
+    RECENT_FILES_POLICY,
     MaintenanceCall,
     MaintenancePolicy,
     audit_identifiers,
     audit_policy,
+    compact_recent_files,
     maintenance_calls,
     policy_for,
     run_calls,
@@ -86,7 +88,7 @@ def test_calls_of_the_default_policy_in_order() -> None:
             "rewrite_data_files",
             "pg.inventory.customers",
             "CALL lake.system.rewrite_data_files(table => 'pg.inventory.customers', strategy => 'binpack', "
-            "options => map('min-input-files', '5'))",
+            "options => map('min-input-files', '5', 'remove-dangling-deletes', 'true'))",
         ),
         MaintenanceCall(
             "rewrite_position_delete_files",
@@ -144,6 +146,16 @@ def test_calls_of_the_default_policy_in_order() -> None:
                 "options => map('min-input-files', '2', 'target-file-size-bytes', '1024'))"
             ],
         ),
+        # a follower's compaction: only the small files, the deletes of rewritten files dropped, then the deletes
+        (
+            RECENT_FILES_POLICY,
+            [
+                "CALL lake.system.rewrite_data_files(table => 't.ns.x', strategy => 'binpack', options => "
+                "map('min-input-files', '5', 'min-file-size-bytes', '1048576', 'remove-dangling-deletes', 'true'))",
+                "CALL lake.system.rewrite_position_delete_files(table => 't.ns.x', "
+                "options => map('min-input-files', '5'))",
+            ],
+        ),
     ],
 )
 def test_calls_follow_the_policy(policy: MaintenancePolicy, expected: list[str]) -> None:
@@ -197,6 +209,41 @@ def test_procedures_run_on_a_tiny_table(spark: SparkSession) -> None:
     assert spark.sql(f"SELECT count(*) FROM {table}.snapshots").first()[0] == 1
     rows = sorted(tuple(r) for r in spark.sql(f"SELECT id, v FROM {table}").collect())
     assert rows == [(0, "a0"), (2, "a1"), (3, "b1"), (4, "a2"), (7, "b3")]
+
+
+@pytest.mark.spark
+def test_a_followers_compaction_leaves_one_data_file_per_partition_and_no_dangling_deletes(spark: SparkSession) -> None:
+    """What a follower's batches leave in a merge-on-read table (a data file and a position-delete file per
+    partition and MERGE), compacted: the same rows, far fewer files."""
+    table = "lake.mt.ns.recent"
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.mt.ns")
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    spark.sql(
+        f"CREATE TABLE {table} (id BIGINT, v STRING) USING iceberg PARTITIONED BY (bucket(2, id)) TBLPROPERTIES ("
+        "'format-version'='2', 'write.merge.mode'='merge-on-read', 'write.delete.mode'='merge-on-read')"
+    )
+    for batch in range(6):  # each batch: 4 new keys, 1 earlier key updated
+        spark.sql(
+            f"MERGE INTO {table} t USING (SELECT id, concat('b{batch}-', id) AS v FROM VALUES "
+            f"({4 * batch}), ({4 * batch + 1}), ({4 * batch + 2}), ({4 * batch + 3}), ({max(0, 4 * batch - 3)}) AS s(id)) s "
+            "ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+        )
+    expected = sorted(tuple(r) for r in spark.table(table).collect())
+
+    def files() -> dict[int, int]:
+        rows = spark.sql(f"SELECT content, count(*) AS n FROM {table}.files GROUP BY content").collect()
+        return {r.content: r.n for r in rows}
+
+    before = files()
+    assert before[0] >= 10 and before[1] >= 5  # data files, position-delete files
+    results = compact_recent_files(spark, table)
+
+    assert list(results) == ["rewrite_data_files", "rewrite_position_delete_files"]
+    after = files()
+    assert after[0] == 2  # one per bucket
+    assert after.get(1, 0) < before[1] and results["rewrite_data_files"][0]["removed_delete_files_count"] > 0
+    assert sorted(tuple(r) for r in spark.table(table).collect()) == expected
+    assert compact_recent_files(spark, "lake.mt.ns.absent") == {}
 
 
 @pytest.mark.spark

@@ -185,8 +185,10 @@ class TableUpkeep:
     times as long. Each commit also rewrites the table's metadata with its whole snapshot list. So after a batch,
     for each table it applied events to, counting those batches per table:
 
-    - every ``compact_every``-th batch compacts its recent files
-      (:func:`cdclake.lake.maintenance.compact_recent_files`), when ``compact_every`` is set;
+    - every ``compact_every``-th batch compacts its recent files, and those of its tombstones
+      (:func:`cdclake.lake.maintenance.compact_recent_files`), when ``compact_every`` is set. The tables are
+      staggered: the n-th table the follower meets (a table and its tombstones count as two) is compacted
+      n batches earlier in the cycle, so that one batch does not pay for all of them;
     - the first batch, then every ``tidy_every``-th, expires its snapshots but the newest ``keep``
       (:func:`cdclake.lake.maintenance.keep_newest_snapshots`, in the metadata only: the files only those
       snapshots referenced are left to the maintenance's orphan-file removal), when ``keep`` is set.
@@ -208,29 +210,34 @@ class TableUpkeep:
         self.compact_every = compact_every
         self.tidy_every = tidy_every
         self._batches: dict[str, int] = {}
+        self._offsets: dict[str, int] = {}
 
-    def due(self, identifier: str) -> tuple[bool, bool]:
-        """Counts a batch that applied events to ``identifier``; returns (compact it, expire its snapshots) now."""
+    def due(self, identifier: str) -> tuple[list[str], list[str]]:
+        """Counts a batch that applied events to ``identifier``; returns the tables to compact now and those whose
+        snapshots to expire now, of ``identifier`` and its tombstones."""
+        from cdclake.lake.names import tombstone_identifier
+
         n = self._batches[identifier] = self._batches.get(identifier, 0) + 1
-        compact = self.compact_every is not None and n % self.compact_every == 0
-        tidy = self.keep is not None and (n - 1) % self.tidy_every == 0
+        names = (identifier, tombstone_identifier(identifier))
+        compact = []
+        if self.compact_every is not None:
+            for name in names:
+                offset = self._offsets.setdefault(name, len(self._offsets))
+                if (n + offset) % self.compact_every == 0:
+                    compact.append(name)
+        tidy = list(names) if self.keep is not None and (n - 1) % self.tidy_every == 0 else []
         return compact, tidy
 
     def after(self, result: BatchSummary) -> dict[str, int]:
         """The upkeep due on the tables ``result`` applied events to; returns the tables compacted and the
         snapshots expired."""
-        from cdclake.lake.names import tombstone_identifier
-
         done = {"compacted": 0, "expired": 0}
         for identifier, table in sorted(result.tables.items()):
             if not table.get("events"):
                 continue
             compact, tidy = self.due(identifier)
-            for name in (identifier, tombstone_identifier(identifier)) if compact or tidy else ():
-                if compact and self._compact(name):
-                    done["compacted"] += 1
-                if tidy:
-                    done["expired"] += self._expire(name)
+            done["compacted"] += sum(self._compact(name) for name in compact)
+            done["expired"] += sum(self._expire(name) for name in tidy)
         return done
 
     def _compact(self, name: str) -> bool:

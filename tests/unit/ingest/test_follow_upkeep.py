@@ -17,11 +17,15 @@ from cdclake.lake.names import tombstone_identifier
 
 def test_a_table_is_compacted_every_nth_batch_and_tidied_after_its_first_then_every_mth() -> None:
     upkeep = TableUpkeep(None, keep=5, compact_every=4, tidy_every=3)  # type: ignore[arg-type]
-    due = [upkeep.due("lake.pg.a") for _ in range(8)]
-    assert [compact for compact, _ in due] == [False, False, False, True, False, False, False, True]
-    assert [tidy for _, tidy in due] == [True, False, False, True, False, False, True, False]
-    assert upkeep.due("lake.pg.b") == (False, True)  # each table counts its own batches
-    assert TableUpkeep(None, keep=None, compact_every=None).due("lake.pg.a") == (False, False)  # type: ignore[arg-type]
+    a, a_deletes = "lake.pg.a", "lake.pg.a__cdc_deletes"
+    due = [upkeep.due(a) for _ in range(8)]
+    assert [compact for compact, _ in due] == [[], [], [a_deletes], [a], [], [], [a_deletes], [a]]
+    assert [bool(tidy) for _, tidy in due] == [True, False, False, True, False, False, True, False]
+    assert due[0][1] == [a, a_deletes]
+    # each table counts its own batches; the tables met later are compacted earlier in the cycle
+    b, b_deletes = "lake.pg.b", "lake.pg.b__cdc_deletes"
+    assert [upkeep.due(b)[0] for _ in range(4)] == [[b_deletes], [b], [], []]
+    assert TableUpkeep(None, keep=None, compact_every=None).due(a) == ([], [])  # type: ignore[arg-type]
 
 
 def _summary(tables: dict[str, dict[str, int]]) -> BatchSummary:
@@ -68,8 +72,9 @@ def test_the_tables_a_batch_wrote_are_compacted_every_nth_batch_with_all_their_r
             spark.sql(f"INSERT INTO {name} VALUES ({i}, 'n{i}')")
     upkeep = TableUpkeep(spark, keep=None, compact_every=2)
 
-    assert upkeep.after(_summary({table: {"c": 1}})) == {"compacted": 0, "expired": 0}
-    assert upkeep.after(_summary({table: {"c": 1}})) == {"compacted": 2, "expired": 0}
+    assert upkeep.after(_summary({table: {"c": 1}})) == {"compacted": 1, "expired": 0}  # the tombstones
+    assert spark.sql(f"SELECT count(*) FROM {table}.files").first()[0] == 6
+    assert upkeep.after(_summary({table: {"c": 1}})) == {"compacted": 1, "expired": 0}  # the table
     for name in (table, tombstone_identifier(table)):
         assert spark.sql(f"SELECT count(*) FROM {name}.files").first()[0] == 1, name
         assert sorted(r.id for r in spark.table(name).collect()) == list(range(6)), name

@@ -15,11 +15,11 @@ age limit can apply them without new records).
 It stops between batches, never inside one: on SIGTERM or SIGINT (:class:`StopFlag`), after ``run_for_s``, or
 after ``max_batches`` batches.
 
-A follower commits to its tables every few seconds. Each MERGE adds small files that every later scan opens, and
-every commit rewrites the table's metadata with its whole snapshot list: left to the daily maintenance, a table's
-batches would take several times as long within minutes, and each commit more after a day. So the follower
-compacts the recent files of the tables it writes every ``compact_every`` batches and keeps them to their newest
-``keep_snapshots`` snapshots (:class:`TableUpkeep`).
+A follower commits to its tables every few seconds. Each batch adds small files that a reader's scan opens, and
+every commit rewrites the table's metadata with its whole snapshot list: left to the daily maintenance, a
+reader's scans would take tens of times as long within minutes, and each commit more after a day. So the
+follower compacts the recent files of the tables it writes every ``compact_every`` batches and keeps them to
+their newest ``keep_snapshots`` snapshots (:class:`TableUpkeep`).
 """
 
 from __future__ import annotations
@@ -180,10 +180,11 @@ class FollowReport:
 class TableUpkeep:
     """Keeps the tables a follower writes (and an upsert table's tombstones) quick to scan and to commit to.
 
-    Each batch of a merge-on-read MERGE adds a data file and a position-delete file to every partition it touches,
-    and every later scan of the table opens all of them: within minutes the next batches' MERGEs take several
-    times as long. Each commit also rewrites the table's metadata with its whole snapshot list. So after a batch,
-    for each table it applied events to, counting those batches per table:
+    Each batch adds small files to every partition it touches (the append's data file, the merge-on-read MERGE's
+    data and position-delete files). The follower's own scans are narrowed to a batch's keys and skip most of
+    them; a reader's scan opens them all, and within minutes takes tens of times as long. Each commit also
+    rewrites the table's metadata with its whole snapshot list. So after a batch, for each table it applied
+    events to, counting those batches per table:
 
     - every ``compact_every``-th batch compacts its recent files, and those of its tombstones
       (:func:`cdclake.lake.maintenance.compact_recent_files`), when ``compact_every`` is set. The tables are

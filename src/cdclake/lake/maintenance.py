@@ -350,12 +350,13 @@ RECENT_FILES_POLICY = MaintenancePolicy(
 def compact_recent_files(spark: SparkSession, identifier: str) -> dict[str, list[dict[str, Any]]]:
     """Compact table ``identifier`` (``lake.ns.table``): in each partition with :data:`REWRITE_MIN_INPUT_FILES_DEFAULT`
     or more data files under :data:`RECENT_FILE_BYTES`, those files are rewritten as one, with the position
-    deletes that applied to them; then each partition's position-delete files are compacted. Returns each
-    procedure's output rows ({} when the table does not exist).
+    deletes that applied to them; then each partition's position-delete files are compacted, which drops those
+    that only applied to rewritten files. Returns each procedure's output rows ({} when the table does not
+    exist).
 
-    The size bound keeps the work of one compaction to what recent batches wrote, however large the table: a
-    merge-on-read table gains a data file and a position-delete file per partition with each MERGE, and every
-    scan of the table (the next MERGE's too) opens all of them.
+    The size bound keeps the work of one compaction to what recent batches wrote, however large the table: each
+    batch adds a few small files to every partition it touches, and a reader's scan opens all of them (a
+    follower's own scans are narrowed to its batch's keys).
     """
     if not spark.catalog.tableExists(identifier):
         return {}

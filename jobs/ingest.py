@@ -92,6 +92,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     given = [name for name, value in follow_only.items() if value is not None]
     if given and not args.follow:
         parser.error(f"{', '.join(given)} go(es) with --follow")
+    negative = [name for name, value in follow_only.items() if value is not None and value < 0]
+    if negative:
+        parser.error(f"{', '.join(negative)} must be 0 or more")
     args.keep_snapshots = KEEP_SNAPSHOTS_DEFAULT if args.keep_snapshots is None else args.keep_snapshots
     args.compact_every = COMPACT_EVERY_DEFAULT if args.compact_every is None else args.compact_every
     return args

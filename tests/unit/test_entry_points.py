@@ -48,3 +48,11 @@ def test_the_ingest_jobs_follow_options_default_to_the_followers() -> None:
     assert (args.keep_snapshots, args.compact_every) == (KEEP_SNAPSHOTS_DEFAULT, COMPACT_EVERY_DEFAULT)
     args = module.parse_args(["--spec", "postgres", "--follow", "--keep-snapshots", "0", "--compact-every", "0"])
     assert (args.keep_snapshots, args.compact_every) == (0, 0)
+
+
+def test_the_ingest_job_refuses_a_negative_upkeep_option(capsys: pytest.CaptureFixture[str]) -> None:
+    module = _load(JOBS / "ingest.py")
+    with pytest.raises(SystemExit) as exit_info:
+        module.parse_args(["--spec", "postgres", "--follow", "--compact-every", "-1"])
+    assert exit_info.value.code == 2
+    assert "--compact-every must be 0 or more" in capsys.readouterr().err

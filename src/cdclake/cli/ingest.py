@@ -190,7 +190,7 @@ def ingest(
         min=0,
         show_default=False,
         help="With --follow: compact the small files of each table written after every this many batches that "
-        "changed it (their MERGEs slow down as files pile up). 0 leaves them to the maintenance. "
+        "changed it (a reader's scans slow down as they pile up). 0 leaves them to the maintenance. "
         f"[default: {COMPACT_EVERY_DEFAULT}]",
     ),
 ) -> None:

@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from cdclake.connectors.spec import LakeMode
 from cdclake.exceptions import RecordSourceError, SourceBusyError
 from cdclake.ingest.lock import DEFAULT_WAIT_S, source_lock
 from cdclake.ingest.summary import BatchSummary
@@ -213,13 +214,13 @@ class TableUpkeep:
         self._batches: dict[str, int] = {}
         self._offsets: dict[str, int] = {}
 
-    def due(self, identifier: str) -> tuple[list[str], list[str]]:
-        """Counts a batch that applied events to ``identifier``; returns the tables to compact now and those whose
-        snapshots to expire now, of ``identifier`` and its tombstones."""
+    def due(self, identifier: str, mode: str = LakeMode.UPSERT) -> tuple[list[str], list[str]]:
+        """Counts a batch that applied events to ``identifier`` (a ``mode`` table); returns the tables to compact now
+        and those whose snapshots to expire now, of ``identifier`` and, for an ``upsert`` table, its tombstones."""
         from cdclake.lake.names import tombstone_identifier
 
         n = self._batches[identifier] = self._batches.get(identifier, 0) + 1
-        names = (identifier, tombstone_identifier(identifier))
+        names = (identifier, tombstone_identifier(identifier)) if mode == LakeMode.UPSERT else (identifier,)
         compact = []
         if self.compact_every is not None:
             for name in names:
@@ -230,37 +231,43 @@ class TableUpkeep:
         return compact, tidy
 
     def after(self, result: BatchSummary) -> dict[str, int]:
-        """The upkeep due on the tables ``result`` applied events to; returns the tables compacted and the
-        snapshots expired."""
+        """The upkeep due on the tables ``result`` applied events to; returns how many tables had files rewritten,
+        and how many snapshots were expired."""
         done = {"compacted": 0, "expired": 0}
         for identifier, table in sorted(result.tables.items()):
             if not table.get("events"):
                 continue
-            compact, tidy = self.due(identifier)
-            done["compacted"] += sum(self._compact(name) for name in compact)
+            mode = table.get("mode", LakeMode.UPSERT)
+            compact, tidy = self.due(identifier, mode)
+            deletes = mode != LakeMode.APPEND
+            done["compacted"] += sum(self._compact(name, deletes=deletes) for name in compact)
             done["expired"] += sum(self._expire(name) for name in tidy)
         return done
 
-    def _compact(self, name: str) -> bool:
+    def _compact(self, name: str, *, deletes: bool) -> bool:
+        """Compacts table ``name``; True when it rewrote files."""
         from cdclake.lake.maintenance import compact_recent_files
 
         started = time.monotonic()
         try:
-            results = compact_recent_files(self.spark, name)
+            results = compact_recent_files(self.spark, name, deletes=deletes)
         except Exception:  # noqa: BLE001 - see the class docstring
             logger.warning("table %s: compaction failed; left for later", name, exc_info=True)
             return False
-        if results:
-            data = (results.get("rewrite_data_files") or [{}])[0]
+        data = (results.get("rewrite_data_files") or [{}])[0]
+        deleted = (results.get("rewrite_position_delete_files") or [{}])[0]
+        rewritten = data.get("rewritten_data_files_count") or 0
+        dropped = (data.get("removed_delete_files_count") or 0) + (deleted.get("rewritten_delete_files_count") or 0)
+        if rewritten or dropped:
             logger.info(
-                "table %s: compacted in %.1f s (%s data files into %s, %s delete files dropped)",
+                "table %s: compacted in %.1f s (%d data files into %s, %d delete files rewritten or dropped)",
                 name,
                 time.monotonic() - started,
-                data.get("rewritten_data_files_count"),
+                rewritten,
                 data.get("added_data_files_count"),
-                data.get("removed_delete_files_count"),
+                dropped,
             )
-        return bool(results)
+        return bool(rewritten or dropped)
 
     def _expire(self, name: str) -> int:
         from cdclake.lake.maintenance import keep_newest_snapshots

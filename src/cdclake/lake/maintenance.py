@@ -322,8 +322,11 @@ def tombstone_calls(
     return calls
 
 
-def run_calls(spark: SparkSession, calls: list[MaintenanceCall]) -> dict[str, list[dict[str, Any]]]:
-    """Run the calls in order and return each procedure's output rows (as dicts), keyed by procedure.
+def run_calls(
+    spark: SparkSession, calls: list[MaintenanceCall], *, log_level: int = logging.INFO
+) -> dict[str, list[dict[str, Any]]]:
+    """Run the calls in order and return each procedure's output rows (as dicts), keyed by procedure. Each call
+    and its output is logged at ``log_level`` (a caller that logs its own summary passes ``logging.DEBUG``).
 
     Raises:
         pyspark.errors.PySparkException: the first failing procedure's error (the later calls of
@@ -331,10 +334,10 @@ def run_calls(spark: SparkSession, calls: list[MaintenanceCall]) -> dict[str, li
     """
     results: dict[str, list[dict[str, Any]]] = {}
     for call in calls:
-        logger.info("maintenance %s on %s: %s", call.procedure, call.table, call.sql)
+        logger.log(log_level, "maintenance %s on %s: %s", call.procedure, call.table, call.sql)
         rows = spark.sql(call.sql).collect()
         results[call.procedure] = [_jsonable(row.asDict(recursive=True)) for row in rows]
-        logger.info("maintenance %s on %s -> %s", call.procedure, call.table, results[call.procedure])
+        logger.log(log_level, "maintenance %s on %s -> %s", call.procedure, call.table, results[call.procedure])
     return results
 
 
@@ -347,12 +350,14 @@ RECENT_FILES_POLICY = MaintenancePolicy(
 )
 
 
-def compact_recent_files(spark: SparkSession, identifier: str) -> dict[str, list[dict[str, Any]]]:
+def compact_recent_files(
+    spark: SparkSession, identifier: str, *, deletes: bool = True
+) -> dict[str, list[dict[str, Any]]]:
     """Compact table ``identifier`` (``lake.ns.table``): in each partition with :data:`REWRITE_MIN_INPUT_FILES_DEFAULT`
     or more data files under :data:`RECENT_FILE_BYTES`, those files are rewritten as one, with the position
-    deletes that applied to them; then each partition's position-delete files are compacted, which drops those
-    that only applied to rewritten files. Returns each procedure's output rows ({} when the table does not
-    exist).
+    deletes that applied to them; then, when the table ``deletes`` (not an ``append`` table), each partition's
+    position-delete files are compacted, which drops those that only applied to rewritten files. Returns each
+    procedure's output rows ({} when the table does not exist); the calls are logged at DEBUG.
 
     The size bound keeps the work of one compaction to what recent batches wrote, however large the table: each
     batch adds a few small files to every partition it touches, and a reader's scan opens all of them (a
@@ -360,7 +365,8 @@ def compact_recent_files(spark: SparkSession, identifier: str) -> dict[str, list
     """
     if not spark.catalog.tableExists(identifier):
         return {}
-    return run_calls(spark, maintenance_calls(identifier, RECENT_FILES_POLICY, datetime.now(UTC)))
+    policy = RECENT_FILES_POLICY if deletes else replace(RECENT_FILES_POLICY, rewrite_position_deletes=False)
+    return run_calls(spark, maintenance_calls(identifier, policy, datetime.now(UTC)), log_level=logging.DEBUG)
 
 
 def keep_newest_snapshots(spark: SparkSession, identifier: str, keep: int) -> int:

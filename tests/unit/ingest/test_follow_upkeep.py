@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 from cdclake.ingest.follow import TableUpkeep
 from cdclake.ingest.summary import BatchSummary
 from cdclake.lake import rows as lake_rows
+from cdclake.lake.maintenance import compact_recent_files
 from cdclake.lake.names import tombstone_identifier
 
 
@@ -28,12 +29,21 @@ def test_a_table_is_compacted_every_nth_batch_and_tidied_after_its_first_then_ev
     assert TableUpkeep(None, keep=None, compact_every=None).due(a) == ([], [])  # type: ignore[arg-type]
 
 
-def _summary(tables: dict[str, dict[str, int]]) -> BatchSummary:
+def test_an_append_or_scd2_table_has_no_tombstones_to_upkeep() -> None:
+    upkeep = TableUpkeep(None, keep=5, compact_every=2)  # type: ignore[arg-type]
+    assert upkeep.due("lake.pg.log", "append") == ([], ["lake.pg.log"])
+    assert upkeep.due("lake.pg.log", "append") == (["lake.pg.log"], [])
+    assert upkeep.due("lake.pg.history", "scd2") == (["lake.pg.history"], ["lake.pg.history"])
+
+
+def _summary(tables: dict[str, dict[str, int]], mode: str = "upsert") -> BatchSummary:
     return BatchSummary(
         source="pg",
         batch_id="b1",
         status="committed",
-        tables={name: {"events": events, "applied": sum(events.values())} for name, events in tables.items()},
+        tables={
+            name: {"mode": mode, "events": events, "applied": sum(events.values())} for name, events in tables.items()
+        },
     )
 
 
@@ -78,3 +88,23 @@ def test_the_tables_a_batch_wrote_are_compacted_every_nth_batch_with_all_their_r
     for name in (table, tombstone_identifier(table)):
         assert spark.sql(f"SELECT count(*) FROM {name}.files").first()[0] == 1, name
         assert sorted(r.id for r in spark.table(name).collect()) == list(range(6)), name
+    # due again, with nothing new to rewrite: not counted
+    for _ in range(2):
+        assert upkeep.after(_summary({table: {"c": 1}})) == {"compacted": 0, "expired": 0}
+
+
+@pytest.mark.spark
+def test_an_append_table_is_compacted_without_tombstones(spark: SparkSession) -> None:
+    namespace = f"lake.compact{uuid.uuid4().hex[:6]}.inventory"
+    table = f"{namespace}.events_log"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+    spark.sql(f"CREATE TABLE {table} (id BIGINT, name STRING) USING iceberg")
+    for i in range(6):
+        spark.sql(f"INSERT INTO {table} VALUES ({i}, 'n{i}')")
+    upkeep = TableUpkeep(spark, keep=None, compact_every=1)
+
+    assert upkeep.after(_summary({table: {"c": 1}}, mode="append")) == {"compacted": 1, "expired": 0}
+    assert spark.sql(f"SELECT count(*) FROM {table}.files").first()[0] == 1
+    assert sorted(r.id for r in spark.table(table).collect()) == list(range(6))
+    assert not spark.catalog.tableExists(tombstone_identifier(table))
+    assert list(compact_recent_files(spark, table, deletes=False)) == ["rewrite_data_files"]  # what it ran

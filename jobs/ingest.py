@@ -95,8 +95,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     negative = [name for name, value in follow_only.items() if value is not None and value < 0]
     if negative:
         parser.error(f"{', '.join(negative)} must be 0 or more")
-    args.keep_snapshots = KEEP_SNAPSHOTS_DEFAULT if args.keep_snapshots is None else args.keep_snapshots
-    args.compact_every = COMPACT_EVERY_DEFAULT if args.compact_every is None else args.compact_every
     return args
 
 
@@ -129,6 +127,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def follow_options(args: argparse.Namespace, lock_wait_s: float) -> FollowOptions:
+    """The follower's options of the parsed ``args``."""
+    return FollowOptions.from_flags(
+        poll_s=args.poll,
+        run_for_s=args.run_for,
+        max_batches=args.max_batches,
+        max_records=args.max_records,
+        lock_wait_s=lock_wait_s,
+        keep_snapshots=args.keep_snapshots,
+        compact_every=args.compact_every,
+    )
+
+
 def _follow(spark, args: argparse.Namespace, lock_wait_s: float) -> int:  # type: ignore[no-untyped-def]
     """``--follow``: batches until SIGTERM or a limit; a log line per batch, then the run's summary."""
     log = logging.getLogger("cdclake.jobs.ingest")
@@ -136,15 +147,7 @@ def _follow(spark, args: argparse.Namespace, lock_wait_s: float) -> int:  # type
     def on_batch(batch: BatchSummary) -> None:
         log.info("%s", batch_line(batch.as_dict()))
 
-    options = FollowOptions(
-        poll_s=args.poll,
-        run_for_s=args.run_for,
-        max_batches=args.max_batches,
-        max_records=args.max_records,
-        lock_wait_s=lock_wait_s,
-        keep_snapshots=args.keep_snapshots or None,
-        compact_every=args.compact_every or None,
-    )
+    options = follow_options(args, lock_wait_s)
     stop = StopFlag()
     try:
         with stop.on_signals():

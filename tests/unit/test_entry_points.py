@@ -44,10 +44,11 @@ def test_the_ingest_jobs_follow_options_default_to_the_followers() -> None:
     from cdclake.ingest.follow import COMPACT_EVERY_DEFAULT, KEEP_SNAPSHOTS_DEFAULT
 
     module = _load(JOBS / "ingest.py")
-    args = module.parse_args(["--spec", "postgres", "--follow"])
-    assert (args.keep_snapshots, args.compact_every) == (KEEP_SNAPSHOTS_DEFAULT, COMPACT_EVERY_DEFAULT)
-    args = module.parse_args(["--spec", "postgres", "--follow", "--keep-snapshots", "0", "--compact-every", "0"])
-    assert (args.keep_snapshots, args.compact_every) == (0, 0)
+    options = module.follow_options(module.parse_args(["--spec", "postgres", "--follow"]), 60.0)
+    assert (options.keep_snapshots, options.compact_every) == (KEEP_SNAPSHOTS_DEFAULT, COMPACT_EVERY_DEFAULT)
+    argv = ["--spec", "postgres", "--follow", "--keep-snapshots", "0", "--compact-every", "3"]
+    options = module.follow_options(module.parse_args(argv), 60.0)
+    assert (options.keep_snapshots, options.compact_every, options.lock_wait_s) == (None, 3, 60.0)
 
 
 def test_the_ingest_job_refuses_a_negative_upkeep_option(capsys: pytest.CaptureFixture[str]) -> None:

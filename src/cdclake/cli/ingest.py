@@ -229,14 +229,14 @@ def ingest(
     if follow:
         from cdclake.ingest.follow import FollowOptions
 
-        options = FollowOptions(
+        options = FollowOptions.from_flags(
             poll_s=poll,
             run_for_s=run_for,
             max_batches=max_batches,
             max_records=max_records,
             lock_wait_s=lock_wait,
-            keep_snapshots=KEEP_SNAPSHOTS_DEFAULT if keep_snapshots is None else keep_snapshots or None,
-            compact_every=COMPACT_EVERY_DEFAULT if compact_every is None else compact_every or None,
+            keep_snapshots=keep_snapshots,
+            compact_every=compact_every,
         )
         spark = _session(lake)
         _follow(spark, spec, bootstrap, schema_source, options, summary_json, as_json, allow_dead_letters)

@@ -90,6 +90,18 @@ class FollowOptions:
     keep_snapshots: int | None = KEEP_SNAPSHOTS_DEFAULT
     compact_every: int | None = COMPACT_EVERY_DEFAULT
 
+    @classmethod
+    def from_flags(
+        cls, *, keep_snapshots: int | None = None, compact_every: int | None = None, **options: Any
+    ) -> FollowOptions:
+        """The options of a command line's flags (``--keep-snapshots``, ``--compact-every`` and ``options``): a
+        flag left out (None) takes its default, and 0 turns that upkeep off (leaves it to the maintenance)."""
+        return cls(
+            keep_snapshots=KEEP_SNAPSHOTS_DEFAULT if keep_snapshots is None else keep_snapshots or None,
+            compact_every=COMPACT_EVERY_DEFAULT if compact_every is None else compact_every or None,
+            **options,
+        )
+
     def __post_init__(self) -> None:
         if self.keep_snapshots is not None and self.keep_snapshots < 1:
             raise ValueError(f"keep_snapshots must be 1 or more, not {self.keep_snapshots}")

@@ -38,7 +38,8 @@ BASE_CONF: dict[str, str] = {
     # Spark's Kafka reader keeps each task's consumer and its last fetch (up to max.partition.fetch.bytes) in
     # pools keyed by the read's group id, which is new for every read: nothing is reused from one batch to the
     # next. With the pools' 5-minute timeouts a follower's live heap grew to 0.8 GiB in 4 minutes at 1,000
-    # events/s; with these it stays near 0.3 GiB (docs/benchmarks.md). A read's own tasks reuse them within seconds.
+    # events/s; with these it stays near 0.3 GiB (docs/benchmarks.md). Only a read's own tasks can reuse them (the
+    # group id is the read's), and those follow one another without 30-s pauses.
     "spark.kafka.consumer.cache.timeout": "30s",
     "spark.kafka.consumer.cache.evictorThreadRunInterval": "10s",
     "spark.kafka.consumer.fetchedData.cache.timeout": "30s",

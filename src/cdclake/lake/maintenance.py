@@ -231,7 +231,9 @@ def maintenance_calls(
     """
     table = catalog_identifier(identifier)
     listing = ", prefix_listing => true" if prefix_listing else ""
-    name = _literal(table)
+    # with its catalog: a name without one makes Iceberg try its first part as a catalog, and log a warning with
+    # a stack trace for every call
+    name = _literal(f"{catalog}.{table}")
     system = f"{catalog}.system"
     calls: list[MaintenanceCall] = []
     if policy.dry_run:

@@ -87,25 +87,25 @@ def test_calls_of_the_default_policy_in_order() -> None:
         MaintenanceCall(
             "rewrite_data_files",
             "pg.inventory.customers",
-            "CALL lake.system.rewrite_data_files(table => 'pg.inventory.customers', strategy => 'binpack', "
+            "CALL lake.system.rewrite_data_files(table => 'lake.pg.inventory.customers', strategy => 'binpack', "
             "options => map('min-input-files', '5', 'remove-dangling-deletes', 'true'))",
         ),
         MaintenanceCall(
             "rewrite_position_delete_files",
             "pg.inventory.customers",
-            "CALL lake.system.rewrite_position_delete_files(table => 'pg.inventory.customers', "
+            "CALL lake.system.rewrite_position_delete_files(table => 'lake.pg.inventory.customers', "
             "options => map('min-input-files', '5'))",
         ),
         MaintenanceCall(
             "expire_snapshots",
             "pg.inventory.customers",
-            "CALL lake.system.expire_snapshots(table => 'pg.inventory.customers', "
+            "CALL lake.system.expire_snapshots(table => 'lake.pg.inventory.customers', "
             "older_than => TIMESTAMP '2026-11-14 06:00:00.000000', retain_last => 5)",
         ),
         MaintenanceCall(
             "remove_orphan_files",
             "pg.inventory.customers",
-            "CALL lake.system.remove_orphan_files(table => 'pg.inventory.customers', "
+            "CALL lake.system.remove_orphan_files(table => 'lake.pg.inventory.customers', "
             "older_than => TIMESTAMP '2026-11-18 06:00:00.000000')",
         ),
     ]
@@ -128,7 +128,7 @@ def test_calls_of_the_default_policy_in_order() -> None:
         (
             MaintenancePolicy(dry_run=True, orphan_older_than_days=1),
             [
-                "CALL lake.system.remove_orphan_files(table => 't.ns.x', "
+                "CALL lake.system.remove_orphan_files(table => 'lake.t.ns.x', "
                 "older_than => TIMESTAMP '2026-11-20 06:00:00.000000', dry_run => true)"
             ],
         ),
@@ -142,7 +142,7 @@ def test_calls_of_the_default_policy_in_order() -> None:
                 remove_orphan_files=False,
             ),
             [
-                "CALL lake.system.rewrite_data_files(table => 't.ns.x', strategy => 'binpack', "
+                "CALL lake.system.rewrite_data_files(table => 'lake.t.ns.x', strategy => 'binpack', "
                 "options => map('min-input-files', '2', 'target-file-size-bytes', '1024'))"
             ],
         ),
@@ -150,9 +150,9 @@ def test_calls_of_the_default_policy_in_order() -> None:
         (
             RECENT_FILES_POLICY,
             [
-                "CALL lake.system.rewrite_data_files(table => 't.ns.x', strategy => 'binpack', options => "
+                "CALL lake.system.rewrite_data_files(table => 'lake.t.ns.x', strategy => 'binpack', options => "
                 "map('min-input-files', '5', 'min-file-size-bytes', '1048576', 'remove-dangling-deletes', 'true'))",
-                "CALL lake.system.rewrite_position_delete_files(table => 't.ns.x', "
+                "CALL lake.system.rewrite_position_delete_files(table => 'lake.t.ns.x', "
                 "options => map('min-input-files', '5'))",
             ],
         ),
@@ -168,7 +168,7 @@ def test_quotes_in_identifiers_are_escaped() -> None:
         MaintenancePolicy(rewrite_data_files=False, rewrite_position_deletes=False, remove_orphan_files=False),
         NOW,
     )
-    assert "table => 'p.s.o\\'x'" in call.sql
+    assert "table => 'lake.p.s.o\\'x'" in call.sql
 
 
 @pytest.mark.spark

@@ -14,8 +14,9 @@ Created paused: unpause it to start following.
    (a JVM start, about 15 s, without batches). Marking the task failed or cleared stops the job; an
    interrupted batch is redone by the next run, exactly once. It compacts the small files of each table it
    writes after every 10th batch that changed it (the job's `--compact-every`) and keeps the table to its
-   newest 1,000 snapshots (`--keep-snapshots`), so that its batches do not slow down as files and snapshots
-   pile up; the task log has a line per compaction.
+   newest 1,000 snapshots (`--keep-snapshots`), and the lake's audit tables (the ledger it reads before each
+   batch) after every 100th batch, so that its batches do not slow down as files and snapshots pile up; the task
+   log has a line per compaction.
    It runs in Airflow's `default_pool`, not in the Spark pool of the scheduled batches (`CDC_SPARK_POOL`),
    which it would otherwise hold for its whole run.
 2. **check_batch**: reads the run's summary (its batches added up) and fails when any batch's consistency

@@ -60,6 +60,8 @@ TIDY_EVERY_BATCHES = 100
 #: A follower compacts the recent files of a table after every this many batches that changed it
 #: (``--compact-every``).
 COMPACT_EVERY_DEFAULT = 10
+#: With compaction on, a follower compacts the lake's audit tables after every this many of its batches.
+AUDIT_COMPACT_EVERY_BATCHES = 100
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,11 @@ class TableUpkeep:
       (:func:`cdclake.lake.maintenance.keep_newest_snapshots`, in the metadata only: the files only those
       snapshots referenced are left to the maintenance's orphan-file removal), when ``keep`` is set.
 
+    And after every ``audit_every``-th batch of the follower, when ``compact_every`` is set, it compacts the
+    recent files of the lake's audit tables (but the source locks', see
+    :func:`cdclake.lake.maintenance.audit_policy_of`): the ledger gets two files per batch, and its read before
+    each batch lists them all. Other sources' writers retry their appends when the compaction commits first.
+
     A failure is logged and left to the next time: the batch is committed, the upkeep is housekeeping.
     Exactly-once is not touched: only the redo of a batch still to commit looks for its own snapshots, and the
     upkeep runs after its batch committed, inside the source's lock. Time travel reaches back ``keep`` commits.
@@ -218,13 +225,16 @@ class TableUpkeep:
         keep: int | None,
         compact_every: int | None = None,
         tidy_every: int = TIDY_EVERY_BATCHES,
+        audit_every: int = AUDIT_COMPACT_EVERY_BATCHES,
     ) -> None:
         self.spark = spark
         self.keep = keep
         self.compact_every = compact_every
         self.tidy_every = tidy_every
+        self.audit_every = audit_every
         self._batches: dict[str, int] = {}
         self._offsets: dict[str, int] = {}
+        self._runs = 0
 
     def due(self, identifier: str, mode: str = LakeMode.UPSERT) -> tuple[list[str], list[str]]:
         """Counts a batch that applied events to ``identifier`` (a ``mode`` table); returns the tables to compact now
@@ -254,7 +264,20 @@ class TableUpkeep:
             deletes = mode != LakeMode.APPEND
             done["compacted"] += sum(self._compact(name, deletes=deletes) for name in compact)
             done["expired"] += sum(self._expire(name) for name in tidy)
+        self._runs += 1
+        if self.compact_every is not None and self._runs % self.audit_every == 0:
+            done["compacted"] += sum(self._compact(name, deletes=False) for name in self._audit_tables())
         return done
+
+    def _audit_tables(self) -> list[str]:
+        """The audit tables to compact (those whose maintenance policy rewrites data files)."""
+        from cdclake.lake.maintenance import audit_identifiers, audit_policy_of
+
+        try:
+            return [name for name in audit_identifiers(self.spark) if audit_policy_of(name).rewrite_data_files]
+        except Exception:  # noqa: BLE001 - see the class docstring
+            logger.warning("the audit tables could not be listed; their compaction is left for later", exc_info=True)
+            return []
 
     def _compact(self, name: str, *, deletes: bool) -> bool:
         """Compacts table ``name``; True when it rewrote files."""

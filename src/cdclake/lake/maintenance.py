@@ -367,6 +367,7 @@ def compact_recent_files(
     """
     if not spark.catalog.tableExists(identifier):
         return {}
+    spark.catalog.refreshTable(identifier)  # the session's cached table misses other writers' commits
     policy = RECENT_FILES_POLICY if deletes else replace(RECENT_FILES_POLICY, rewrite_position_deletes=False)
     return run_calls(spark, maintenance_calls(identifier, policy, datetime.now(UTC)), log_level=logging.DEBUG)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
@@ -13,7 +14,7 @@ from cdclake.ingest.follow import TableUpkeep
 from cdclake.ingest.summary import BatchSummary
 from cdclake.lake import rows as lake_rows
 from cdclake.lake.maintenance import compact_recent_files
-from cdclake.lake.names import tombstone_identifier
+from cdclake.lake.names import catalog_identifier, tombstone_identifier
 
 
 def test_a_table_is_compacted_every_nth_batch_and_tidied_after_its_first_then_every_mth() -> None:
@@ -108,3 +109,26 @@ def test_an_append_table_is_compacted_without_tombstones(spark: SparkSession) ->
     assert sorted(r.id for r in spark.table(table).collect()) == list(range(6))
     assert not spark.catalog.tableExists(tombstone_identifier(table))
     assert list(compact_recent_files(spark, table, deletes=False)) == ["rewrite_data_files"]  # what it ran
+
+
+@pytest.mark.spark
+def test_the_audit_tables_are_compacted_every_nth_batch_of_the_follower(spark: SparkSession) -> None:
+    ledger_like = f"lake.cdc_audit.upkeep{uuid.uuid4().hex[:6]}"  # beside the session lake's own audit tables
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.cdc_audit")
+    spark.sql(f"CREATE TABLE {ledger_like} (source STRING, seq BIGINT) USING iceberg")
+    spark.sql(f"INSERT INTO {ledger_like} VALUES ('pg', 0)")  # the session caches the table
+    table = lake_rows.session_catalog(spark).load_table(catalog_identifier(ledger_like))
+    for i in range(1, 6):  # five batches' appends through pyiceberg, as the ledger's, unseen by the session
+        table.append(pa.table({"source": ["pg"], "seq": [i]}, schema=table.schema().as_arrow()))
+    upkeep = TableUpkeep(spark, keep=None, compact_every=10, audit_every=2)
+
+    assert upkeep.after(_summary({})) == {"compacted": 0, "expired": 0}
+    assert upkeep.after(_summary({}))["compacted"] >= 1
+    assert spark.sql(f"SELECT count(*) FROM {ledger_like}.files").first()[0] == 1
+    assert sorted(r.seq for r in spark.table(ledger_like).collect()) == list(range(6))
+    # compaction off: the audit tables are left to the maintenance too
+    for i in range(6):
+        spark.sql(f"INSERT INTO {ledger_like} VALUES ('pg', {i})")
+    off = TableUpkeep(spark, keep=None, compact_every=None, audit_every=1)
+    assert off.after(_summary({})) == {"compacted": 0, "expired": 0}
+    assert spark.sql(f"SELECT count(*) FROM {ledger_like}.files").first()[0] == 7

@@ -72,15 +72,20 @@ def test_the_tables_a_batch_wrote_keep_their_newest_snapshots_and_all_their_rows
     assert upkeep.after(_summary({table: {"u": 2}})) == {"compacted": 0, "expired": 0}
 
 
+def _with_small_files(spark: SparkSession, name: str) -> None:
+    """Table ``name`` with six batches' small files (ids 0-5)."""
+    spark.sql(f"CREATE TABLE {name} (id BIGINT, name STRING) USING iceberg")
+    for i in range(6):
+        spark.sql(f"INSERT INTO {name} VALUES ({i}, 'n{i}')")
+
+
 @pytest.mark.spark
 def test_the_tables_a_batch_wrote_are_compacted_every_nth_batch_with_all_their_rows(spark: SparkSession) -> None:
     namespace = f"lake.compact{uuid.uuid4().hex[:6]}.inventory"
     table = f"{namespace}.customers"
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
     for name in (table, tombstone_identifier(table)):
-        spark.sql(f"CREATE TABLE {name} (id BIGINT, name STRING) USING iceberg")
-        for i in range(6):  # six batches' small files
-            spark.sql(f"INSERT INTO {name} VALUES ({i}, 'n{i}')")
+        _with_small_files(spark, name)
     upkeep = TableUpkeep(spark, keep=None, compact_every=2)
 
     assert upkeep.after(_summary({table: {"c": 1}})) == {"compacted": 1, "expired": 0}  # the tombstones
@@ -99,9 +104,7 @@ def test_an_append_table_is_compacted_without_tombstones(spark: SparkSession) ->
     namespace = f"lake.compact{uuid.uuid4().hex[:6]}.inventory"
     table = f"{namespace}.events_log"
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
-    spark.sql(f"CREATE TABLE {table} (id BIGINT, name STRING) USING iceberg")
-    for i in range(6):
-        spark.sql(f"INSERT INTO {table} VALUES ({i}, 'n{i}')")
+    _with_small_files(spark, table)
     upkeep = TableUpkeep(spark, keep=None, compact_every=1)
 
     assert upkeep.after(_summary({table: {"c": 1}}, mode="append")) == {"compacted": 1, "expired": 0}

@@ -82,7 +82,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=None,
         help="with --follow: compact the small files of each table written after every this many batches that "
-        f"changed it (0: left to the maintenance; default {COMPACT_EVERY_DEFAULT})",
+        "changed it, and the lake's audit tables after every 100th batch (0: left to the maintenance; default "
+        f"{COMPACT_EVERY_DEFAULT})",
     )
     args = parser.parse_args(argv)
     if args.follow and args.accept_gap:

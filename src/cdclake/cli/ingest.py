@@ -190,7 +190,8 @@ def ingest(
         min=0,
         show_default=False,
         help="With --follow: compact the small files of each table written after every this many batches that "
-        "changed it (a reader's scans slow down as they pile up). 0 leaves them to the maintenance. "
+        "changed it (a reader's scans slow down as they pile up), and the lake's audit tables after every 100th "
+        "batch. 0 leaves them to the maintenance. "
         f"[default: {COMPACT_EVERY_DEFAULT}]",
     ),
 ) -> None:

@@ -29,10 +29,13 @@ import time
 from pathlib import Path
 
 
-def run(appends: int, kept: bool, compact_every: int | None = None) -> dict[int, tuple[float, float, int]]:
+def run(
+    appends: int, kept: bool, compact_every: int | None = None, compactions: list[float] | None = None
+) -> dict[int, tuple[float, float, int]]:
     """Per count of appends: (append seconds, median of the last 10; read seconds; data files). With
     ``compact_every``, the table is compacted after every this many appends as a follower compacts it (Spark,
-    :func:`cdclake.lake.maintenance.compact_recent_files`), its seconds counted in that append's."""
+    :func:`cdclake.lake.maintenance.compact_recent_files`), its seconds counted in that append's and added to
+    ``compactions``."""
     import pyarrow as pa
 
     from cdclake.ingest.ledger import rows_from
@@ -64,7 +67,10 @@ def run(appends: int, kept: bool, compact_every: int | None = None) -> dict[int,
         if spark is not None and compact_every and i % compact_every == 0:
             from cdclake.lake.maintenance import compact_recent_files
 
+            started = time.monotonic()
             compact_recent_files(spark, "lake.cdc_audit.batches", deletes=False)
+            if compactions is not None:
+                compactions.append(time.monotonic() - started)
         seconds.append(time.monotonic() - t0)
         if i in marks:
             t0 = time.monotonic()
@@ -93,7 +99,12 @@ def main() -> None:
     args = parser.parse_args()
     grown = None if args.skip_pyiceberg else run(args.appends, kept=False)
     kept = run(args.appends, kept=True)
-    compacted = run(args.appends, kept=True, compact_every=args.compact_every) if args.compact_every else None
+    compactions: list[float] = []
+    compacted = (
+        run(args.appends, kept=True, compact_every=args.compact_every, compactions=compactions)
+        if args.compact_every
+        else None
+    )
 
     def cells(figures: dict[int, tuple[float, float, int]] | None, n: int) -> list[str]:
         return (
@@ -107,6 +118,12 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|")
     for n in sorted(kept):
         print("| " + " | ".join([f"{n:,}", *cells(grown, n), *cells(kept, n), *cells(compacted, n)]) + " |")
+    if compactions:
+        print(
+            f"compactions of {args.compact_every} appends' files: the first {compactions[0]:.2f} s (a fresh session), "
+            f"then median {statistics.median(compactions[1:] or compactions):.2f} s, "
+            f"{min(compactions[1:] or compactions):.2f}-{max(compactions[1:] or compactions):.2f} s"
+        )
 
 
 if __name__ == "__main__":

@@ -183,6 +183,7 @@ class IcebergRestService(JvmService):
 
     def ready(self) -> bool:
         response = requests.get(f"{self.config.iceberg_rest_url}/v1/config", timeout=3)
+        response.raise_for_status()  # an error status names itself if the catalog never gets ready
         return response.status_code == 200
 
     def describe(self) -> str:

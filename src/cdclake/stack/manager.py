@@ -242,15 +242,17 @@ class Stack:
                 raise _Exited
             return service.ready()
 
+        last: list[str] = []
         try:
-            ok = wait_until(_reraise_exit(probe), self.config.start_timeout_s)
+            ok = wait_until(_reraise_exit(probe, last), self.config.start_timeout_s)
         except _Exited:
             raise StackError(
                 f"{service.name} exited during start-up; last lines of {service.log_file}:\n{service.process.tail(30)}"
             ) from None
         if not ok:
+            answer = f" (its last probe: {last[-1]})" if last else ""
             raise StackError(
-                f"{service.name} did not answer within {self.config.start_timeout_s:.0f}s; "
+                f"{service.name} did not answer within {self.config.start_timeout_s:.0f}s{answer}; "
                 f"see {service.log_file}:\n{service.process.tail(30)}"
             )
         timings[service.name] = time.monotonic() - t0 if t0 else 0.0
@@ -322,16 +324,22 @@ class _Exited(Exception):
     pass
 
 
-def _reraise_exit(probe: Callable[[], bool]) -> Callable[[], bool]:
-    """wait_until swallows probe errors; let the 'process exited' signal through."""
+def _reraise_exit(probe: Callable[[], bool], errors: list[str] | None = None) -> Callable[[], bool]:
+    """wait_until swallows probe errors; let the 'process exited' signal through. The last error (its type and
+    message) is kept in ``errors``, for the message of a service that never answered."""
 
     def wrapped() -> bool:
         try:
-            return probe()
+            ready = probe()
+            if not ready and errors is not None:
+                errors[:] = ["answered, not ready"]
+            return ready
         except _Exited:
             raise
         except Exception as exc:  # noqa: BLE001
             logger.debug("not ready yet: %s", exc)
+            if errors is not None:
+                errors[:] = [f"{type(exc).__name__}: {exc}"]
             return False
 
     return wrapped

@@ -20,6 +20,7 @@ from cdclake.stack.manager import ALL_SERVICES, SERVICE_ORDER, Stack
 
 class _Sleeper(Service):
     answers = True
+    error: str | None = None
 
     @property
     def marker(self) -> str:
@@ -35,19 +36,22 @@ class _Sleeper(Service):
         self.process.start([sys.executable, "-c", "import time; time.sleep(120)", self.marker])
 
     def ready(self) -> bool:
+        if self.error:
+            raise ConnectionError(self.error)
         return self.answers
 
     def describe(self) -> str:
         return self.name
 
 
-def _stack(tmp_path: Path, broken: str, **config_: object) -> Stack:
+def _stack(tmp_path: Path, broken: str, error: str | None = None, **config_: object) -> Stack:
     config = StackConfig(state_dir=tmp_path / "state", jvm_dir=tmp_path / "jvm", start_timeout_s=2.0)
     config = replace(config, **config_)  # type: ignore[arg-type]
     stack = Stack(config, bins=object())  # type: ignore[arg-type]
     services: dict[str, Service] = {}
     for name in ALL_SERVICES:
-        cls = type(f"Fake_{name}", (_Sleeper,), {"name": name, "answers": name != broken})
+        failing = {"answers": False, "error": error} if name == broken else {}
+        cls = type(f"Fake_{name}", (_Sleeper,), {"name": name, **failing})
         services[name] = cls(config, stack._bins, {})  # type: ignore[arg-type]
     stack._services = services
     stack._check_jars = lambda: None  # type: ignore[method-assign]
@@ -57,11 +61,20 @@ def _stack(tmp_path: Path, broken: str, **config_: object) -> Stack:
 def test_a_service_that_never_answers_fails_up_and_what_was_started_is_stopped(tmp_path: Path) -> None:
     stack = _stack(tmp_path, broken="connect")
     said: list[tuple[str, str]] = []
-    with pytest.raises(StackError, match="connect did not answer"):
+    with pytest.raises(StackError, match=r"connect did not answer within 2s \(its last probe: answered, not ready\)"):
         stack.up(lambda name, message: said.append((name, message)))
     assert [s.name for s in stack.status() if s.running] == []
     assert not any((tmp_path / "state" / "run").glob("*.pid"))
     assert {name for name, message in said if message.startswith("stopped")} == set(SERVICE_ORDER)
+
+
+def test_a_service_whose_probe_keeps_failing_is_reported_with_the_probes_last_error(tmp_path: Path) -> None:
+    stack = _stack(tmp_path, broken="kafka", error="connection refused")
+    with pytest.raises(
+        StackError, match=r"kafka did not answer within 2s \(its last probe: ConnectionError: connection refused\)"
+    ):
+        stack.up()
+    assert [s.name for s in stack.status() if s.running] == []
 
 
 def test_services_already_running_are_left_running_when_up_fails(tmp_path: Path) -> None:

@@ -101,8 +101,9 @@ def test_up_is_idempotent_and_down_stops_everything(state_dir: Path) -> None:
     driver: subprocess.Popen[str] | None = None
     try:
         stack.up()
-        first = {row.name: row.pid for row in stack.status()}
-        assert all(row.ready for row in stack.status())
+        rows = stack.status()
+        first = {row.name: row.pid for row in rows}
+        assert [(row.name, row.probe) for row in rows if not row.ready] == []
         timings = Stack(config).up()  # a second `up` starts nothing
         assert timings == dict.fromkeys(stack.service_names, 0.0)
         assert {row.name: row.pid for row in Stack(config).status()} == first

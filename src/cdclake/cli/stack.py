@@ -11,6 +11,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from cdclake.stack import Stack, StackConfig
@@ -118,6 +119,8 @@ def _print_status(stack: Stack) -> None:
     rss = pss = 0
     for row in stack.status():
         state = "[green]ready[/]" if row.ready else ("[yellow]running[/]" if row.running else "[dim]stopped[/]")
+        if row.probe:  # running, not ready: what its probe saw
+            state += f"\n{escape(row.probe)}"
         rss += row.rss_bytes
         pss += row.pss_bytes
         table.add_row(

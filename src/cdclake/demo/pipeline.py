@@ -181,7 +181,7 @@ class _Demo:
 
     def _stack_up(self) -> str:
         self.stack.up(progress=lambda service, message: self.out.status(f"{service}: {message}"))
-        down = [row.name for row in self.stack.status() if not row.ready]
+        down = [f"{row.name} ({row.probe or 'stopped'})" for row in self.stack.status() if not row.ready]
         if down:
             raise StackError(f"{', '.join(down)} do not answer; see `cdclake stack status` and `cdclake stack logs`")
         return f"every service answers; Airflow at {self.stack.config.airflow_url}"

@@ -38,6 +38,8 @@ CLUSTER_SERVERS = ("s3proxy", "iceberg-rest", "spark-master")
 CLUSTER_SERVICES = (*CLUSTER_SERVERS, *(f"spark-worker-{n}" for n in range(1, MAX_SPARK_WORKERS + 1)))
 ALL_SERVICES = (*SERVICE_ORDER, *CLUSTER_SERVICES)
 Progress = Callable[[str, str], None]
+#: Seconds ``status`` waits before probing a running service that did not answer a second time.
+STATUS_RETRY_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,8 @@ class ServiceStatus:
     pss_bytes: int
     where: str
     log_file: str
+    #: What the readiness probe last saw when the service runs but is not ready ("" otherwise).
+    probe: str = ""
 
 
 def _noop(service: str, message: str) -> None:
@@ -236,24 +240,23 @@ class Stack:
         self, service: Service, started: dict[str, float], timings: dict[str, float], progress: Progress
     ) -> None:
         t0 = started.get(service.name)
+        probe = Probe(service)
 
-        def probe() -> bool:
+        def attempt() -> bool:
             if service.process.exited_early() or not service.process.running():
                 raise _Exited
-            return service.ready()
+            return probe()
 
-        last: list[str] = []
         try:
-            ok = wait_until(_reraise_exit(probe, last), self.config.start_timeout_s)
+            ok = wait_until(attempt, self.config.start_timeout_s)
         except _Exited:
             raise StackError(
                 f"{service.name} exited during start-up; last lines of {service.log_file}:\n{service.process.tail(30)}"
             ) from None
         if not ok:
-            answer = f" (its last probe: {last[-1]})" if last else ""
             raise StackError(
-                f"{service.name} did not answer within {self.config.start_timeout_s:.0f}s{answer}; "
-                f"see {service.log_file}:\n{service.process.tail(30)}"
+                f"{service.name} did not answer within {self.config.start_timeout_s:.0f}s (its last probe: "
+                f"{probe.last}); see {service.log_file}:\n{service.process.tail(30)}"
             )
         timings[service.name] = time.monotonic() - t0 if t0 else 0.0
         if t0:
@@ -299,12 +302,8 @@ class Stack:
             pid = service.process.pid()
             if name not in self.service_names and pid is None:
                 continue
-            ready = False
-            if pid is not None:
-                try:
-                    ready = bool(service.ready())
-                except Exception:  # noqa: BLE001 - a status probe reports, never raises
-                    ready = False
+            probe = Probe(service)
+            ready = pid is not None and probe.twice(STATUS_RETRY_S)
             rows.append(
                 ServiceStatus(
                     name=name,
@@ -315,6 +314,7 @@ class Stack:
                     pss_bytes=service.process.pss_bytes(),
                     where=service.describe(),
                     log_file=str(service.log_file),
+                    probe="" if ready or pid is None else probe.last,
                 )
             )
         return rows
@@ -324,22 +324,31 @@ class _Exited(Exception):
     pass
 
 
-def _reraise_exit(probe: Callable[[], bool], errors: list[str] | None = None) -> Callable[[], bool]:
-    """wait_until swallows probe errors; let the 'process exited' signal through. The last error (its type and
-    message) is kept in ``errors``, for the message of a service that never answered."""
+class Probe:
+    """A service's readiness probe as the stack runs it: an error is an answer, never raised.
 
-    def wrapped() -> bool:
+    ``last`` says what the last call saw: "" when ready, "answered, not ready", or the error's type and message,
+    for the message of a service that never answers and for ``stack status``.
+    """
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self.last = ""
+
+    def __call__(self) -> bool:
         try:
-            ready = probe()
-            if not ready and errors is not None:
-                errors[:] = ["answered, not ready"]
-            return ready
-        except _Exited:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            logger.debug("not ready yet: %s", exc)
-            if errors is not None:
-                errors[:] = [f"{type(exc).__name__}: {exc}"]
+            ready = bool(self.service.ready())
+        except Exception as exc:  # noqa: BLE001 - what the probe saw is reported, not raised
+            logger.debug("%s not ready yet: %s", self.service.name, exc)
+            self.last = f"{type(exc).__name__}: {exc}"
             return False
+        self.last = "" if ready else "answered, not ready"
+        return ready
 
-    return wrapped
+    def twice(self, pause_s: float) -> bool:
+        """Probe, and once more after ``pause_s`` when the first did not answer: one slow answer on a busy machine
+        is not reported as a service that does not answer."""
+        if self():
+            return True
+        time.sleep(pause_s)
+        return self()

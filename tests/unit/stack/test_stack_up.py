@@ -141,3 +141,31 @@ def test_airflow_started_for_the_other_profiles_lake_is_restarted_and_airflow_fa
         assert sorted(name for name, message in said if message.startswith("started")) == sorted(COMPONENTS)
     finally:
         default.down()
+
+
+def test_status_says_what_the_probe_of_a_running_service_saw_and_probes_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("cdclake.stack.manager.STATUS_RETRY_S", 0.0)
+    stack = _stack(tmp_path, broken="connect", error="Read timed out")
+    kafka = stack.services["kafka"]
+    probes: list[bool] = []
+
+    def slow_once() -> bool:  # a probe that times out once, on a busy machine, then answers
+        probes.append(True)
+        if len(probes) == 1:
+            raise TimeoutError("read timed out")
+        return True
+
+    kafka.ready = slow_once  # type: ignore[method-assign]
+    for name in ("kafka", "connect"):
+        stack.services[name].prepare()
+        stack.services[name].start()
+    try:
+        rows = {row.name: row for row in stack.status()}
+        assert (rows["connect"].running, rows["connect"].ready) == (True, False)
+        assert rows["connect"].probe == "ConnectionError: Read timed out"
+        assert (rows["kafka"].ready, rows["kafka"].probe, len(probes)) == (True, "", 2)
+        assert (rows["postgres"].running, rows["postgres"].probe) == (False, "")  # stopped: nothing probed
+    finally:
+        stack.down()

@@ -119,10 +119,10 @@ def main() -> None:
     for n in sorted(kept):
         print("| " + " | ".join([f"{n:,}", *cells(grown, n), *cells(kept, n), *cells(compacted, n)]) + " |")
     if compactions:
+        later = compactions[1:] or compactions  # the first pays for a fresh session
         print(
             f"compactions of {args.compact_every} appends' files: the first {compactions[0]:.2f} s (a fresh session), "
-            f"then median {statistics.median(compactions[1:] or compactions):.2f} s, "
-            f"{min(compactions[1:] or compactions):.2f}-{max(compactions[1:] or compactions):.2f} s"
+            f"then median {statistics.median(later):.2f} s, {min(later):.2f}-{max(later):.2f} s"
         )
 
 

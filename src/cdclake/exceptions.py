@@ -164,6 +164,11 @@ class OffsetGapError(CdcError, LookupError):
         self.gaps = list(gaps)
 
 
+class SparkDriverError(CdcError, RuntimeError):
+    """The Spark driver ran out of memory, or its JVM exited, during a batch; the message names the source, the
+    batch and its size, and says which setting to change. The batch did not commit; the next run redoes it."""
+
+
 class SchemaEvolutionError(CdcError, ValueError):
     """A table's schema changed in a way its policy does not allow."""
 

@@ -237,3 +237,29 @@ def temporary_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, value)
+
+
+#: The Java error a JVM reports when its heap (or another of its memory areas) is exhausted.
+OUT_OF_MEMORY = "java.lang.OutOfMemoryError"
+
+
+def out_of_memory(exc: BaseException) -> str | None:
+    """The first ``java.lang.OutOfMemoryError: ...`` line of ``exc`` or of an exception it was raised from or
+    during (a Py4J error carries the Java stack trace in its text), else None (pure)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        for line in str(current).splitlines():
+            if OUT_OF_MEMORY in line:
+                return line[line.index(OUT_OF_MEMORY) :].strip()
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def driver_exited(spark: SparkSession) -> int | None:
+    """The exit status of the session's driver JVM when this process started it and it has exited, else None
+    (a driver that started this process, as ``spark-submit`` does, takes the process with it)."""
+    gateway = getattr(spark.sparkContext, "_gateway", None)
+    proc = getattr(gateway, "proc", None)
+    return None if proc is None else proc.poll()

@@ -15,16 +15,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cdclake.exceptions import SparkDriverError
 from cdclake.ingest.batch.apply import apply_tables
 from cdclake.ingest.batch.audit import write_audit
 from cdclake.ingest.batch.commit import commit_batch, summarise
 from cdclake.ingest.batch.context import BatchContext
 from cdclake.ingest.batch.decode import decode_batch
-from cdclake.ingest.batch.plan import plan_batch, wait_planned
+from cdclake.ingest.batch.plan import BatchPlan, plan_batch, wait_planned
 from cdclake.ingest.batch.read import read_records
 from cdclake.ingest.batch.transactions import decide_transactions
 from cdclake.ingest.ledger import BatchLedger
 from cdclake.ingest.summary import NO_NEW_RECORDS, BatchSummary
+from cdclake.settings import settings
+from cdclake.spark import driver_exited, out_of_memory
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -46,11 +49,22 @@ def run_batch(
     Raises:
         SchemaEvolutionError: when a table's schema policy is ``fail`` and its schema changed.
         RecordSourceError: when records cannot be listed or read.
+        SparkDriverError: when the Spark driver runs out of memory or its JVM exits during the batch.
     """
     ctx = BatchContext(spark, source, records, BatchLedger(spark, source.name))
     plan = plan_batch(ctx, max_records)
     if plan is None:
         return BatchSummary(source=source.name, batch_id=None, status=NO_NEW_RECORDS, phases=ctx.phases)
+    try:
+        return _run_planned(ctx, plan)
+    except Exception as exc:
+        lost = driver_lost(ctx.spark, source.name, plan, exc)
+        if lost is None:
+            raise
+        raise lost from exc
+
+
+def _run_planned(ctx: BatchContext, plan: BatchPlan) -> BatchSummary:
     try:
         batch_records = read_records(ctx, plan)
         decoded = decode_batch(ctx, plan, batch_records)
@@ -62,5 +76,23 @@ def run_batch(
         audited = write_audit(ctx, plan, decoded, tx, applied.tables)
         return commit_batch(ctx, plan, tx, summarise(ctx, plan, decoded, tx, applied, audited))
     finally:
-        decoded.batch.release()
-        batch_records.release()
+        if driver_exited(ctx.spark) is None:  # a JVM that exited holds nothing to release, and cannot answer
+            decoded.batch.release()
+            batch_records.release()
+
+
+def driver_lost(spark: SparkSession, source: str, plan: BatchPlan, exc: BaseException) -> SparkDriverError | None:
+    """The error to raise instead of ``exc`` when the Spark driver ran out of memory or its JVM exited during
+    the batch ``plan`` (a Py4J error with a Java stack trace, or a refused connection), else None."""
+    oom = out_of_memory(exc)
+    status = driver_exited(spark)
+    if oom is None and status is None:
+        return None
+    what = f"ran out of memory ({oom})" if oom else f"exited with status {status}"
+    heap = settings().spark_driver_memory
+    return SparkDriverError(
+        f"source {source} batch {plan.batch_id}: the Spark driver {what} on a batch of {plan.records:,} records. "
+        "The batch did not commit; the next run redoes it, the same records (a table it committed is skipped), so "
+        f"give the driver more heap first: CDC_SPARK_DRIVER_MEMORY (the CLI's and local jobs', now {heap}) or "
+        "spark.driver.memory in the Airflow task's conf. --max-records caps the batches planned after it."
+    )

@@ -1,0 +1,71 @@
+"""A batch whose Spark driver runs out of memory, or whose driver JVM exits, fails with a SparkDriverError that
+names the source, the batch, its size and the setting to change; the batch does not commit, and the next run
+redoes it."""
+
+from __future__ import annotations
+
+import subprocess
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from cdclake.exceptions import SparkDriverError
+from cdclake.spark import driver_exited, out_of_memory
+
+from .conftest import RunBatch, rows
+from .events import PgTable
+
+
+def test_out_of_memory_is_found_in_the_exception_or_in_one_it_was_raised_during() -> None:
+    java = "An error occurred while calling o1739.getResult.\n: org.apache.spark.SparkException: Job aborted\n"
+    oom = RuntimeError(java + "Caused by: java.lang.OutOfMemoryError: Java heap space\n\tat java.base/...")
+    try:
+        try:
+            raise oom
+        finally:
+            raise ConnectionRefusedError("[Errno 111] Connection refused")  # the cleanup after the JVM died
+    except ConnectionRefusedError as exc:
+        assert out_of_memory(exc) == "java.lang.OutOfMemoryError: Java heap space"
+    assert out_of_memory(RuntimeError(java)) is None
+
+
+def test_driver_exited_is_the_status_of_a_jvm_this_process_started() -> None:
+    def session(proc: Any) -> Any:
+        return SimpleNamespace(sparkContext=SimpleNamespace(_gateway=SimpleNamespace(proc=proc)))
+
+    gone = subprocess.Popen(["sh", "-c", "exit 52"])
+    gone.wait()
+    assert driver_exited(session(gone)) == 52
+    with subprocess.Popen(["sleep", "30"]) as alive:
+        assert driver_exited(session(alive)) is None
+        alive.kill()
+    assert driver_exited(session(None)) is None  # started by spark-submit: it is this process's parent
+
+
+def test_a_batch_that_runs_the_driver_out_of_memory_is_named_and_redone(
+    spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cdclake.ingest import batch
+
+    def exhausts_the_heap(*args: Any) -> Any:
+        # a real OutOfMemoryError of the driver JVM, in the Py4J thread (the JVM survives it): an array of 2^31
+        # references, 8 GiB, larger than any test heap
+        jvm = spark.sparkContext._jvm
+        jvm.java.lang.reflect.Array.newInstance(jvm.java.lang.Class.forName("java.lang.Object"), 2**31 - 16)
+        raise AssertionError("the allocation succeeded")
+
+    table.create({"id": 1, "name": "a", "qty": 1}, lsn=100)
+    table.create({"id": 2, "name": "b", "qty": 2}, lsn=110)
+    monkeypatch.setattr(batch, "decide_transactions", exhausts_the_heap)
+    with pytest.raises(SparkDriverError) as failed:
+        ingest(table.take())
+    message = str(failed.value)
+    assert message.startswith(f"source {prefix} batch ")
+    assert "the Spark driver ran out of memory (java.lang.OutOfMemoryError: Java heap space)" in message
+    assert "on a batch of 2 records" in message and "CDC_SPARK_DRIVER_MEMORY" in message
+    monkeypatch.undo()
+    summary = ingest()  # the same log, nothing new
+    assert (summary.status, summary.redo, summary.records) == ("committed", True, 2)
+    assert rows(spark, prefix) == [(1, "a", 1), (2, "b", 2)]

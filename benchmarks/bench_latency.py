@@ -99,9 +99,14 @@ def batches(lines: list[tuple[float, str]], since: float) -> list[tuple[float, d
 
 
 def drained(lines: list[tuple[float, str]], since: float) -> bool:
-    """A batch committed after ``since`` and none in the last 10 s (the follower polls every second)."""
+    """The follower read all there was: a batch committed after ``since``, or its report that there were no new
+    records (topics with nothing to drain), and no batch in the last 10 s (the follower polls every second)."""
     done = batches(lines, since)
-    return bool(done) and time.monotonic() - done[-1][0] > 10
+    idle = any(
+        at > since and line.startswith("{") and json.loads(line).get("status") == "no-new-records" for at, line in lines
+    )
+    last = done[-1][0] if done else since
+    return (bool(done) or idle) and time.monotonic() - last > 10
 
 
 def in_lake(lake: Path, identifier: str, keys: Iterable[int]) -> bool:

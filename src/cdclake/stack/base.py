@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
+
+import requests
 
 from cdclake.stack.config import StackConfig
 from cdclake.stack.debian import Binaries
@@ -18,6 +21,26 @@ class Endpoint:
     label: str
     port: int
     env_var: str
+
+
+#: Seconds one HTTP readiness probe waits for its answer.
+HTTP_PROBE_TIMEOUT_S = 3.0
+
+
+def http_answers(url: str, expected: Collection[int] = (200,)) -> bool:
+    """One HTTP readiness probe: True when ``url`` answers with one of the ``expected`` statuses.
+
+    Raises:
+        requests.HTTPError: on any other status, naming it and the URL (the stack's probe keeps it as what it saw).
+        requests.RequestException: when nothing answers.
+    """
+    response = requests.get(url, timeout=HTTP_PROBE_TIMEOUT_S)
+    if response.status_code in expected:
+        return True
+    raise requests.HTTPError(
+        f"{url} answered {response.status_code} {response.reason} (expected {', '.join(map(str, expected))})",
+        response=response,
+    )
 
 
 class Service(abc.ABC):

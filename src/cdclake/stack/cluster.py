@@ -24,7 +24,7 @@ from typing import Any
 
 import requests
 
-from cdclake.stack.base import Endpoint, JvmService, Service
+from cdclake.stack.base import Endpoint, JvmService, Service, http_answers
 from cdclake.stack.config import (
     ICEBERG_DATABASE,
     ICEBERG_DB_SECRET,
@@ -125,7 +125,7 @@ class S3ProxyService(JvmService):
 
     def ready(self) -> bool:
         # an unsigned request is refused (403): enough to know the server answers S3 requests
-        return requests.get(self.config.s3_endpoint, timeout=3).status_code in (200, 403)
+        return http_answers(self.config.s3_endpoint, expected=(200, 403))
 
     def describe(self) -> str:
         return f"S3 (s3proxy) {self.config.s3_endpoint}, bucket {WAREHOUSE_BUCKET} in {self.data_dir}"
@@ -182,9 +182,7 @@ class IcebergRestService(JvmService):
         self.process.start(cmd, env=self.server_environment(), inherit_env=False, cwd=self.home)
 
     def ready(self) -> bool:
-        response = requests.get(f"{self.config.iceberg_rest_url}/v1/config", timeout=3)
-        response.raise_for_status()  # an error status names itself if the catalog never gets ready
-        return response.status_code == 200
+        return http_answers(f"{self.config.iceberg_rest_url}/v1/config")
 
     def describe(self) -> str:
         return (

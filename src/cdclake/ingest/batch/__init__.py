@@ -58,7 +58,7 @@ def run_batch(
     try:
         return _run_planned(ctx, plan)
     except Exception as exc:
-        lost = driver_lost(ctx.spark, source.name, plan, exc)
+        lost = _driver_lost(ctx.spark, source.name, plan, exc)
         if lost is None:
             raise
         raise lost from exc
@@ -81,7 +81,7 @@ def _run_planned(ctx: BatchContext, plan: BatchPlan) -> BatchSummary:
             batch_records.release()
 
 
-def driver_lost(spark: SparkSession, source: str, plan: BatchPlan, exc: BaseException) -> SparkDriverError | None:
+def _driver_lost(spark: SparkSession, source: str, plan: BatchPlan, exc: BaseException) -> SparkDriverError | None:
     """The error to raise instead of ``exc`` when the Spark driver ran out of memory or its JVM exited during
     the batch ``plan`` (a Py4J error with a Java stack trace, or a refused connection), else None."""
     oom = out_of_memory(exc)

@@ -93,8 +93,8 @@ def main() -> None:
     jobs: dict[str, Callable[[], object]] = {
         "the job, collected to Arrow": lambda: T.facts([data], markers).toArrow(),
         "the job, noop sink": lambda: noop(T.facts([data], markers)),
-        "data side, noop sink": lambda: noop(T._data_side([data])),
-        "BEGIN/END side, noop sink": lambda: noop(T._metadata_side(markers, [])),
+        "data side, noop sink": lambda: noop(T.data_side([data])),
+        "BEGIN/END side, noop sink": lambda: noop(T.metadata_side(markers, [])),
     }
     print(
         f"{args.transactions:,} transactions, {args.transactions * 3:,} change rows, {args.transactions * 2:,} BEGIN/END"

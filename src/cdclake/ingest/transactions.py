@@ -233,7 +233,8 @@ def facts(
     data: Iterable[DataFrame], transactions: DataFrame | None, ignore_collections: Iterable[str] = ()
 ) -> DataFrame | None:
     """One row per transaction of the batch, with everything :class:`TxInfo` holds and ``own``: what its own
-    records say when that is final (``complete``, ``empty``; null: left to :func:`decide`, see :func:`_own_status`).
+    records say when that is final (``complete``, ``empty``; null: left to :func:`decide`, see :func:`_own_status`):
+    :func:`data_side` joined with :func:`metadata_side` (one Spark job when collected).
 
     Args:
         data: decoded change rows of every table.
@@ -245,9 +246,9 @@ def facts(
         None when neither holds a transaction.
     """
     frames = list(data)
-    sides = [_data_side(frames)] if frames else []
+    sides = [data_side(frames)] if frames else []
     if transactions is not None:
-        sides.append(_metadata_side(transactions, sorted({collection_name(c) for c in ignore_collections})))
+        sides.append(metadata_side(transactions, sorted({collection_name(c) for c in ignore_collections})))
     if not sides:
         return None
     return _with_own(sides[0] if len(sides) == 1 else sides[0].join(sides[1], "tx", "full"))
@@ -294,7 +295,7 @@ def _markers(transactions: DataFrame) -> DataFrame:
     )
 
 
-def _data_side(data: list[DataFrame]) -> DataFrame:
+def data_side(data: list[DataFrame]) -> DataFrame:
     """Per transaction of the change rows: ``observed`` (distinct events per data collection), the greatest
     ``position``, ``ops``, ``connector``, and their offsets and timestamps (``d_``-prefixed, :func:`_spans`)."""
     events = _events(data)
@@ -317,7 +318,7 @@ def _data_side(data: list[DataFrame]) -> DataFrame:
     return counted.join(_spans(events, "ts", "d_"), "tx")
 
 
-def _metadata_side(transactions: DataFrame, ignored: list[str]) -> DataFrame:
+def metadata_side(transactions: DataFrame, ignored: list[str]) -> DataFrame:
     """Per transaction of the BEGIN/END events: their offsets and timestamps (``m_``-prefixed), whether its END
     was seen and where, and the END's counts (``expected`` per data collection, ``expected_total``) without the
     ``ignored`` collections."""

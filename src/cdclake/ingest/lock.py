@@ -47,8 +47,10 @@ DEFAULT_LEASE_S = 120.0
 #: How long a run waits for the holder to finish before it gives up (``--lock-wait``).
 DEFAULT_WAIT_S = 300.0
 _POLL_S = 2.0
-#: The source's lock rows a release's tidy-up keeps (:meth:`SourceLock._tidy`).
-ROW_RETENTION = timedelta(days=1)
+#: A release deletes the rows of the source's earlier locks once an acquire read this many (:meth:`SourceLock._tidy`):
+#: every acquire reads all of them, one file each, and a follower adds two or more per batch (after an hour of
+#: following, 1,242 rows took 2.4 s to read).
+TIDY_AFTER_ROWS = 32
 #: ``commit.retry.num-retries=0``: pyiceberg would otherwise re-apply a lock's append on top of a concurrent
 #: commit, and two runs would each take the lock.
 _PROPERTIES = {"format-version": "2", "comment": "cdclake source locks", "commit.retry.num-retries": "0"}
@@ -146,6 +148,8 @@ class SourceLock:
         self.lock_id = uuid.uuid4().hex
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
+        self._acquired_at: datetime | None = None
+        self._rows_seen = 0
 
     def acquire(self, wait_s: float = DEFAULT_WAIT_S, on_wait: Callable[[Holder], None] | None = None) -> None:
         """Take the lock, waiting up to ``wait_s`` for its holder to release it.
@@ -159,13 +163,15 @@ class SourceLock:
         reported: str | None = None
         while True:
             table = self._table()
-            holder = current_holder(self._rows(table), datetime.now(UTC), lambda o: o.alive())
+            rows = self._rows(table)
+            holder = current_holder(rows, datetime.now(UTC), lambda o: o.alive())
             if holder is None:
                 try:
                     # commits only if nobody committed to the table since it was read (Iceberg's ref assertion)
-                    self._append(table, ACQUIRED)
+                    self._acquired_at = self._append(table, ACQUIRED)
                 except CommitFailedException:
                     continue  # someone else committed first: look again
+                self._rows_seen = len(rows)
                 self._renewer = threading.Thread(target=self._renew, name=f"cdclake-lock-{self.source}", daemon=True)
                 self._renewer.start()
                 logger.info("source %s: lock %s taken by %s", self.source, self.lock_id, self.owner.describe())
@@ -199,10 +205,13 @@ class SourceLock:
         self._tidy()
 
     def _tidy(self) -> None:
-        """Once the table has more than :data:`cdclake.lake.rows.TIDY_AFTER_SNAPSHOTS` snapshots, drop the source's
-        lock rows older than :data:`ROW_RETENTION` and expire all but the newest snapshots
-        (:func:`cdclake.lake.rows.tidy_snapshots`): a follower takes and releases the lock for every batch, and
-        each commit costs more the more snapshots the table has.
+        """Keep the table small: a follower takes and releases the lock for every batch.
+
+        When its acquire read :data:`TIDY_AFTER_ROWS` rows of the source or more, delete the rows older than its
+        own ``acquired`` row: those of locks that were over when it took the lock (released, or their holder gone),
+        which no holder needs. The source keeps its last lock's rows. Then, once the table has more than
+        :data:`cdclake.lake.rows.TIDY_AFTER_SNAPSHOTS` snapshots, expire all but the newest
+        (:func:`cdclake.lake.rows.tidy_snapshots`): each commit costs more the more snapshots the table has.
 
         The table is the lock module's own: Spark's maintenance procedures would commit to it with retries, which
         its commits must not have; ``iceberg_maintenance`` only removes its orphan files. A commit that loses a
@@ -211,15 +220,12 @@ class SourceLock:
         from pyiceberg.exceptions import CommitFailedException
         from pyiceberg.expressions import And, EqualTo, LessThan
 
-        table = self._table()
-        if len(table.metadata.snapshots) <= lake_rows.TIDY_AFTER_SNAPSHOTS:
-            return
-        at = (datetime.now(UTC) - ROW_RETENTION).isoformat()
-        try:
-            table.delete(And(EqualTo("source", self.source), LessThan("at", at)))
-        except CommitFailedException:
-            logger.info("source %s: lock table tidy-up left for later (concurrent commit)", self.source)
-            return
+        if self._acquired_at is not None and self._rows_seen >= TIDY_AFTER_ROWS:
+            try:
+                self._table().delete(And(EqualTo("source", self.source), LessThan("at", self._acquired_at.isoformat())))
+            except CommitFailedException:
+                logger.info("source %s: lock table tidy-up left for later (concurrent commit)", self.source)
+                return
         lake_rows.tidy_snapshots(self._table())
 
     def _renew(self) -> None:
@@ -257,7 +263,8 @@ class SourceLock:
 
         return list(table.scan(row_filter=EqualTo("source", self.source)).to_arrow().to_pylist())
 
-    def _append(self, table: Any, event: str) -> None:
+    def _append(self, table: Any, event: str) -> datetime:
+        """Append an event of our lock; returns its time (the row's ``at``)."""
         import pyarrow as pa
 
         now = datetime.now(UTC)
@@ -270,6 +277,7 @@ class SourceLock:
             "expires_at": now + timedelta(seconds=self.lease_s),
         }
         table.append(pa.Table.from_pylist([row], schema=locks_schema()), snapshot_properties={"cdc.lock": self.lock_id})
+        return now
 
 
 def locks_schema() -> pa.Schema:

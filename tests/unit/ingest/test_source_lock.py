@@ -149,24 +149,36 @@ def test_a_live_holder_elsewhere_keeps_the_lock_and_the_error_names_it(tmp_path:
 
 
 def test_a_release_tidies_the_lock_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once an acquire reads TIDY_AFTER_ROWS rows of its source, the release deletes the rows of the earlier locks
+    (every acquire reads them all) and keeps its own; other sources' rows stay. Past TIDY_AFTER_SNAPSHOTS
+    snapshots, the older ones are expired."""
     from cdclake.ingest import lock
 
     catalog = _catalog(tmp_path / "lake")
+    monkeypatch.setattr(lock, "TIDY_AFTER_ROWS", 6)
+    with source_lock(catalog, "other", wait_s=0):
+        pass
     for _ in range(3):
         with source_lock(catalog, "pg", wait_s=0):
             pass
     table = catalog.load_table(("cdc_audit", "locks"))
-    assert len(table.scan().to_arrow()) == 6 and len(table.metadata.snapshots) == 6
+    assert len(table.scan().to_arrow()) == 8 and len(table.metadata.snapshots) == 8  # 4 locks, 2 rows each
     monkeypatch.setattr(lake_rows, "TIDY_AFTER_SNAPSHOTS", 2)
     monkeypatch.setattr(lake_rows, "KEEP_SNAPSHOTS", 1)
-    monkeypatch.setattr(lock, "ROW_RETENTION", timedelta(0))
-    with source_lock(catalog, "pg", wait_s=0):
+    with source_lock(catalog, "pg", wait_s=0) as held:  # its acquire reads pg's 6 rows
         pass
     table = catalog.load_table(("cdc_audit", "locks"))
-    assert len(table.scan().to_arrow()) == 0  # every row older than the (zero) retention is gone
+    rows = table.scan().to_arrow().to_pylist()
+    assert sorted((r["source"], r["lock_id"] == held.lock_id, r["event"]) for r in rows) == [
+        ("other", False, "acquired"),
+        ("other", False, "released"),
+        ("pg", True, "acquired"),
+        ("pg", True, "released"),
+    ]
     assert len(table.metadata.snapshots) == 1  # only the current snapshot is left
     with source_lock(catalog, "pg", wait_s=0):  # and the lock works as before
-        pass
+        rows = catalog.load_table(("cdc_audit", "locks")).scan().to_arrow().to_pylist()
+        assert current_holder(rows, datetime.now(UTC), lambda o: o.alive()) is not None
 
 
 def _create_audit_namespace(root: str, barrier: Any) -> None:

@@ -138,18 +138,29 @@ class SourceLock:
         source: the source's name.
         owner: who takes it.
         lease_s: the lease; renewed every third of it while held.
+        tidy_after_rows: a release deletes the source's earlier locks' rows once its acquire read this many
+            (:meth:`_tidy`).
     """
 
-    def __init__(self, catalog: Catalog, source: str, owner: Owner, lease_s: float = DEFAULT_LEASE_S) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        source: str,
+        owner: Owner,
+        lease_s: float = DEFAULT_LEASE_S,
+        tidy_after_rows: int = TIDY_AFTER_ROWS,
+    ) -> None:
         self.catalog = catalog
         self.source = source
         self.owner = owner
         self.lease_s = lease_s
+        self.tidy_after_rows = tidy_after_rows
         self.lock_id = uuid.uuid4().hex
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self._acquired_at: datetime | None = None
         self._rows_seen = 0
+        self._ensured = False
 
     def acquire(self, wait_s: float = DEFAULT_WAIT_S, on_wait: Callable[[Holder], None] | None = None) -> None:
         """Take the lock, waiting up to ``wait_s`` for its holder to release it.
@@ -207,7 +218,7 @@ class SourceLock:
     def _tidy(self) -> None:
         """Keep the table small: a follower takes and releases the lock for every batch.
 
-        When its acquire read :data:`TIDY_AFTER_ROWS` rows of the source or more, delete the rows older than its
+        When its acquire read ``tidy_after_rows`` (:data:`TIDY_AFTER_ROWS`) rows of the source or more, delete the rows older than its
         own ``acquired`` row: those of locks that were over when it took the lock (released, or their holder gone),
         which no holder needs. The source keeps its last lock's rows. Then, once the table has more than
         :data:`cdclake.lake.rows.TIDY_AFTER_SNAPSHOTS` snapshots, expire all but the newest
@@ -220,13 +231,15 @@ class SourceLock:
         from pyiceberg.exceptions import CommitFailedException
         from pyiceberg.expressions import And, EqualTo, LessThan
 
-        if self._acquired_at is not None and self._rows_seen >= TIDY_AFTER_ROWS:
+        table = self._table()
+        if self._acquired_at is not None and self._rows_seen >= self.tidy_after_rows:
             try:
-                self._table().delete(And(EqualTo("source", self.source), LessThan("at", self._acquired_at.isoformat())))
+                # the commit updates ``table`` in place: the snapshot tidy-up below sees the delete's snapshot
+                table.delete(And(EqualTo("source", self.source), LessThan("at", self._acquired_at.isoformat())))
             except CommitFailedException:
                 logger.info("source %s: lock table tidy-up left for later (concurrent commit)", self.source)
                 return
-        lake_rows.tidy_snapshots(self._table())
+        lake_rows.tidy_snapshots(table)
 
     def _renew(self) -> None:
         while not self._stop.wait(self.lease_s / 3):
@@ -248,6 +261,9 @@ class SourceLock:
         self._append(self._table(), event)
 
     def _table(self) -> Any:
+        """The table as committed now; the first call of this lock creates it, or sets its properties, if needed."""
+        if self._ensured:
+            return self.catalog.load_table((AUDIT_NAMESPACE, LOCKS))
         lake_rows.ensure_namespace(self.catalog, (AUDIT_NAMESPACE,))
         table = self.catalog.create_table_if_not_exists(
             (AUDIT_NAMESPACE, LOCKS), schema=locks_schema(), properties=_PROPERTIES
@@ -256,6 +272,7 @@ class SourceLock:
             with table.transaction() as tx:
                 tx.set_properties(_PROPERTIES)
             table = self.catalog.load_table((AUDIT_NAMESPACE, LOCKS))
+        self._ensured = True
         return table
 
     def _rows(self, table: Any) -> list[dict[str, Any]]:

@@ -149,13 +149,10 @@ def test_a_live_holder_elsewhere_keeps_the_lock_and_the_error_names_it(tmp_path:
 
 
 def test_a_release_tidies_the_lock_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Once an acquire reads TIDY_AFTER_ROWS rows of its source, the release deletes the rows of the earlier locks
-    (every acquire reads them all) and keeps its own; other sources' rows stay. Past TIDY_AFTER_SNAPSHOTS
+    """Once an acquire reads ``tidy_after_rows`` rows of its source, the release deletes the rows of the earlier
+    locks (every acquire reads them all) and keeps its own; other sources' rows stay. Past TIDY_AFTER_SNAPSHOTS
     snapshots, the older ones are expired."""
-    from cdclake.ingest import lock
-
     catalog = _catalog(tmp_path / "lake")
-    monkeypatch.setattr(lock, "TIDY_AFTER_ROWS", 6)
     with source_lock(catalog, "other", wait_s=0):
         pass
     for _ in range(3):
@@ -165,8 +162,9 @@ def test_a_release_tidies_the_lock_table(tmp_path: Path, monkeypatch: pytest.Mon
     assert len(table.scan().to_arrow()) == 8 and len(table.metadata.snapshots) == 8  # 4 locks, 2 rows each
     monkeypatch.setattr(lake_rows, "TIDY_AFTER_SNAPSHOTS", 2)
     monkeypatch.setattr(lake_rows, "KEEP_SNAPSHOTS", 1)
-    with source_lock(catalog, "pg", wait_s=0) as held:  # its acquire reads pg's 6 rows
-        pass
+    held = SourceLock(catalog, "pg", Owner.this_process(), tidy_after_rows=6)
+    held.acquire(wait_s=0)  # reads pg's 6 rows
+    held.release()
     table = catalog.load_table(("cdc_audit", "locks"))
     rows = table.scan().to_arrow().to_pylist()
     assert sorted((r["source"], r["lock_id"] == held.lock_id, r["event"]) for r in rows) == [

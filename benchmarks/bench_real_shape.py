@@ -101,7 +101,7 @@ def ingest(
         schema_file.write_text(json.dumps(workload.template.schema_file()))
     spec_path = work / f"{workload.prefix}-{mode}.yaml"
     spec_path.write_text(_yaml(workload.spec(schema_file, mode)))
-    lake = work / f"lake-{workload.prefix}-{mode}"
+    lake = work / f"lake-{workload.prefix}-{mode}-{uuid.uuid4().hex[:6]}"  # each run's own
     if cluster_env:
         env, where = dict(os.environ, **cluster_env, CDC_LOG_LEVEL="WARNING"), []
         config = LakeConfig.from_settings(Settings.from_env(cluster_env))

@@ -9,7 +9,7 @@ BEGIN and an END per transaction in the transaction topic with its per-table cou
 the job alone, repeated ``--repeat`` times in one session (the first pays for the JIT and code generation).
 
 Prints each run's seconds of: the whole job collected to Arrow as the phase does; the job written to Spark's
-``noop`` sink (no collection); its data side and its BEGIN/END side, each to ``noop``.
+``noop`` sink (no collection).
 
 Usage: ``.venv/bin/python benchmarks/bench_transactions.py [--transactions 333333] [--repeat 4]``
 """
@@ -93,8 +93,6 @@ def main() -> None:
     jobs: dict[str, Callable[[], object]] = {
         "the job, collected to Arrow": lambda: T.facts([data], markers).toArrow(),
         "the job, noop sink": lambda: noop(T.facts([data], markers)),
-        "data side, noop sink": lambda: noop(T.data_side([data])),
-        "BEGIN/END side, noop sink": lambda: noop(T.metadata_side(markers, [])),
     }
     print(
         f"{args.transactions:,} transactions, {args.transactions * 3:,} change rows, {args.transactions * 2:,} BEGIN/END"

@@ -233,8 +233,10 @@ def facts(
     data: Iterable[DataFrame], transactions: DataFrame | None, ignore_collections: Iterable[str] = ()
 ) -> DataFrame | None:
     """One row per transaction of the batch, with everything :class:`TxInfo` holds and ``own``: what its own
-    records say when that is final (``complete``, ``empty``; null: left to :func:`decide`, see :func:`_own_status`):
-    :func:`data_side` joined with :func:`metadata_side` (one Spark job when collected).
+    records say when that is final (``complete``, ``empty``; null: left to :func:`decide`, see :func:`_own_status`).
+
+    The change rows and the BEGIN/END events go through one two-level aggregation (:func:`_roll_up`): one Spark job
+    when collected, with a shuffle per level.
 
     Args:
         data: decoded change rows of every table.
@@ -246,12 +248,24 @@ def facts(
         None when neither holds a transaction.
     """
     frames = list(data)
-    sides = [data_side(frames)] if frames else []
+    parts = [_events(frames)] if frames else []
     if transactions is not None:
-        sides.append(metadata_side(transactions, sorted({collection_name(c) for c in ignore_collections})))
-    if not sides:
+        end = F.struct("topic", "partition", "offset", "event_count", "data_collections")
+        markers = _markers(transactions)
+        parts.append(
+            markers.select(
+                "tx",
+                "topic",
+                "partition",
+                "offset",
+                F.col("kafka_ts").alias("ts"),
+                F.when(F.col("status") == "END", end).alias("end"),
+            )
+        )
+    if not parts:
         return None
-    return _with_own(sides[0] if len(sides) == 1 else sides[0].join(sides[1], "tx", "full"))
+    records = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+    return _with_own(_roll_up(records), sorted({collection_name(c) for c in ignore_collections}))
 
 
 def _events(data: Sequence[DataFrame]) -> DataFrame:
@@ -295,124 +309,102 @@ def _markers(transactions: DataFrame) -> DataFrame:
     )
 
 
-def data_side(data: list[DataFrame]) -> DataFrame:
-    """Per transaction of the change rows: ``observed`` (distinct events per data collection), the greatest
-    ``position``, ``ops``, ``connector``, and their offsets and timestamps (``d_``-prefixed, :func:`_spans`)."""
-    events = _events(data)
-    counted = (
-        events.groupBy("tx", "dc")
-        .agg(
-            F.count_distinct("total_order").alias("n"),
-            F.max("position").alias("position"),
-            F.collect_set("op").alias("ops"),
-            F.first("connector", ignorenulls=True).alias("connector"),
-        )
-        .groupBy("tx")
-        .agg(
-            F.collect_list(F.struct("dc", "n")).alias("observed"),
-            F.max("position").alias("position"),
-            F.array_distinct(F.flatten(F.collect_list("ops"))).alias("ops"),
-            F.first("connector", ignorenulls=True).alias("connector"),
-        )
+def _roll_up(records: DataFrame) -> DataFrame:
+    """Per transaction (``tx``) of ``records`` (:func:`_events` rows, and BEGIN/END rows with their END as ``end``):
+    its ``parts``, one per data collection (``dc``, null for BEGIN/END) and topic-partition, each with its
+    distinct ``total_order`` values (``orders``) and its ``first`` and ``last`` offset; its first and last timestamp,
+    greatest ``position``, ``ops``, ``connector``, whether it has change rows (``has_data``) and its END with the
+    greatest offset (``end``, when ``records`` carry ENDs)."""
+
+    def column(name: str, kind: str) -> Column:
+        return F.col(name) if name in records.columns else F.lit(None).cast(kind)
+
+    with_end = "end" in records.columns
+    end = [F.max_by("end", F.col("end.offset")).alias("end")] if with_end else []
+    per_part = records.groupBy("tx", column("dc", "string").alias("dc"), "topic", "partition").agg(
+        F.collect_set(column("total_order", "bigint")).alias("orders"),
+        F.min("offset").alias("first"),
+        F.max("offset").alias("last"),
+        F.min("ts").alias("ts0"),
+        F.max("ts").alias("ts1"),
+        F.max(column("position", "array<decimal(38,0)>")).alias("position"),
+        F.collect_set(column("op", "string")).alias("ops"),
+        F.first(column("connector", "string"), ignorenulls=True).alias("connector"),
+        *end,
     )
-    return counted.join(_spans(events, "ts", "d_"), "tx")
+    return per_part.groupBy("tx").agg(
+        F.collect_list(F.struct("dc", "orders", "topic", "partition", "first", "last")).alias("parts"),
+        F.min("ts0").alias("first_ts"),
+        F.max("ts1").alias("last_ts"),
+        F.max("position").alias("position"),
+        F.array_distinct(F.flatten(F.collect_list("ops"))).alias("ops"),
+        F.first("connector", ignorenulls=True).alias("connector"),
+        F.max(F.col("dc").isNotNull()).alias("has_data"),
+        *end,
+    )
 
 
-def metadata_side(transactions: DataFrame, ignored: list[str]) -> DataFrame:
-    """Per transaction of the BEGIN/END events: their offsets and timestamps (``m_``-prefixed), whether its END
-    was seen and where, and the END's counts (``expected`` per data collection, ``expected_total``) without the
-    ``ignored`` collections."""
+def _with_own(rolled: DataFrame, ignored: list[str]) -> DataFrame:
+    """The rows of :func:`facts` from :func:`_roll_up`'s: ``observed`` (distinct events per data collection),
+    ``offsets`` (per topic-partition), the END's place and its counts (``expected`` per data collection,
+    ``expected_total``) without the ``ignored`` collections, and ``own``: ``empty`` when the transaction has neither
+    events nor END counts, ``complete`` when its END was seen and its distinct events per data collection equal the
+    END's counts (and their sum its total), else null (the Spark twin of the first two cases of
+    :func:`_own_status`)."""
 
     def is_ignored(name: Column) -> Column:
         return _collection(name).isin(*ignored) if ignored else F.lit(False)
 
-    meta = _markers(transactions)
-    end = F.struct("topic", "partition", "offset", "event_count", "data_collections")
-    spans = _spans(meta, "kafka_ts", "m_", end=F.max_by(end, F.when(F.col("status") == "END", F.col("offset"))))
-    dcs = F.coalesce(F.col("end.data_collections"), F.array())
-    return spans.select(
-        "tx",
-        "m_offsets",
-        "m_first_ts",
-        "m_last_ts",
-        F.col("end").isNotNull().alias("end_seen"),
-        F.col("end.topic").alias("end_topic"),
-        F.col("end.partition").alias("end_partition"),
-        F.col("end.offset").alias("end_offset"),
-        F.transform(
-            F.filter(dcs, lambda d: ~is_ignored(d["data_collection"])),
+    def orders_of(dc: Column) -> Column:
+        return F.flatten(F.transform(F.filter("parts", lambda p: p["dc"] == dc), lambda p: p["orders"]))
+
+    dcs = F.array_distinct(F.transform(F.filter("parts", lambda p: p["dc"].isNotNull()), lambda p: p["dc"]))
+    observed = F.transform(
+        dcs, lambda dc: F.struct(dc.alias("dc"), F.size(F.array_distinct(orders_of(dc))).cast("bigint").alias("n"))
+    ).cast(_COUNTS)
+    offsets = F.transform(
+        "parts", lambda p: F.struct(*(p[n].alias(n) for n in ("topic", "partition", "first", "last")))
+    ).cast(_OFFSETS)
+    if "end" in rolled.columns:
+        listed = F.coalesce(F.col("end.data_collections"), F.array())
+        end_seen = F.col("end").isNotNull()
+        place = [F.col(f"end.{n}").alias(f"end_{n}") for n in ("topic", "partition", "offset")]
+        expected = F.transform(
+            F.filter(listed, lambda d: ~is_ignored(d["data_collection"])),
             lambda d: F.struct(_collection(d["data_collection"]).alias("dc"), d["event_count"].alias("n")),
-        ).alias("expected"),
-        (
-            F.col("end.event_count") - _sum_n(F.filter(dcs, lambda d: is_ignored(d["data_collection"])), "event_count")
-        ).alias("expected_total"),
-    )
-
-
-def _with_own(joined: DataFrame) -> DataFrame:
-    """The rows of :func:`facts` from the sides' join (either side may be missing), with ``own``: ``empty``
-    when the transaction has neither events nor END counts, ``complete`` when its END was seen and its distinct
-    events per data collection equal the END's counts (and their sum its total), else null (the Spark twin of
-    the first two cases of :func:`_own_status`)."""
-
-    def col(name: str, kind: str) -> Column:
-        return F.col(name) if name in joined.columns else F.lit(None).cast(kind)
-
-    def both(name: str, kind: str) -> list[Column]:
-        return [col(f"{side}{name}", kind) for side in ("d_", "m_")]
-
-    observed = F.coalesce(col("observed", _COUNTS), F.array().cast(_COUNTS))
-    expected = F.coalesce(col("expected", _COUNTS), F.array().cast(_COUNTS))
-    end_seen = F.coalesce(col("end_seen", "boolean"), F.lit(False))
-    expected_total = col("expected_total", "bigint")
-    complete = (
-        end_seen
-        & F.forall(observed, lambda o: F.exists(expected, lambda e: e["dc"] == o["dc"]))
-        & F.forall(expected, lambda e: _sum_n(F.filter(observed, lambda o: o["dc"] == e["dc"]), "n") == e["n"])
-        & (expected_total.isNull() | (_sum_n(observed, "n") == expected_total))
-    )
-    empty = (F.size(observed) == 0) & (F.size(expected) == 0)
-    return joined.select(
+        ).cast(_COUNTS)
+        ignored_n = _sum_n(F.filter(listed, lambda d: is_ignored(d["data_collection"])), "event_count")
+        expected_total = (F.col("end.event_count") - ignored_n).cast("bigint")
+    else:
+        end_seen = F.lit(False)
+        kinds = {"topic": "string", "partition": "int", "offset": "bigint"}
+        place = [F.lit(None).cast(kind).alias(f"end_{n}") for n, kind in kinds.items()]
+        expected = F.array().cast(_COUNTS)
+        expected_total = F.lit(None).cast("bigint")
+    shaped = rolled.select(
         "tx",
         observed.alias("observed"),
-        col("position", "array<decimal(38,0)>").alias("position"),
-        col("ops", "array<string>").alias("ops"),
-        col("connector", "string").alias("connector"),
-        F.concat(*(F.coalesce(c, F.array().cast(_OFFSETS)) for c in both("offsets", _OFFSETS))).alias("offsets"),
-        F.least(*both("first_ts", "timestamp")).alias("first_ts"),
-        F.greatest(*both("last_ts", "timestamp")).alias("last_ts"),
+        "position",
+        F.when(F.col("has_data"), F.col("ops")).alias("ops"),
+        "connector",
+        offsets.alias("offsets"),
+        "first_ts",
+        "last_ts",
         end_seen.alias("end_seen"),
-        col("end_topic", "string").alias("end_topic"),
-        col("end_partition", "int").alias("end_partition"),
-        col("end_offset", "bigint").alias("end_offset"),
+        *place,
         expected.alias("expected"),
         expected_total.alias("expected_total"),
-        F.when(empty, F.lit(TxStatus.EMPTY.value)).when(complete, F.lit(TxStatus.COMPLETE.value)).alias("own"),
     )
-
-
-def _spans(frame: DataFrame, ts: str, prefix: str, end: Column | None = None) -> DataFrame:
-    """Per transaction (``tx``): its first and last offset in each topic-partition (``offset``), and its first and
-    last timestamp (``ts``), in columns named with ``prefix``; with ``end`` (a ``max_by`` of a struct with an
-    ``offset``), also ``end``, its greatest over the transaction's partitions (one pass over ``frame``)."""
-    ends = [] if end is None else [end.alias("end")]
-    return (
-        frame.groupBy("tx", "topic", "partition")
-        .agg(
-            F.min("offset").alias("first"),
-            F.max("offset").alias("last"),
-            F.min(ts).alias("ts0"),
-            F.max(ts).alias("ts1"),
-            *ends,
-        )
-        .groupBy("tx")
-        .agg(
-            F.collect_list(F.struct("topic", "partition", "first", "last")).alias(f"{prefix}offsets"),
-            F.min("ts0").alias(f"{prefix}first_ts"),
-            F.max("ts1").alias(f"{prefix}last_ts"),
-            *([] if end is None else [F.max_by("end", F.col("end.offset")).alias("end")]),
-        )
+    seen, wanted, total = F.col("observed"), F.col("expected"), F.col("expected_total")
+    complete = (
+        F.col("end_seen")
+        & F.forall(seen, lambda o: F.exists(wanted, lambda e: e["dc"] == o["dc"]))
+        & F.forall(wanted, lambda e: _sum_n(F.filter(seen, lambda o: o["dc"] == e["dc"]), "n") == e["n"])
+        & (total.isNull() | (_sum_n(seen, "n") == total))
     )
+    empty = (F.size(seen) == 0) & (F.size(wanted) == 0)
+    own = F.when(empty, F.lit(TxStatus.EMPTY.value)).when(complete, F.lit(TxStatus.COMPLETE.value))
+    return shaped.withColumn("own", own)
 
 
 def info_of(row: Mapping[str, Any]) -> TxInfo:

@@ -48,8 +48,8 @@ DEFAULT_LEASE_S = 120.0
 DEFAULT_WAIT_S = 300.0
 _POLL_S = 2.0
 #: A release deletes the rows of the source's earlier locks once an acquire read this many (:meth:`SourceLock._tidy`):
-#: every acquire reads all of them, one file each, and a follower adds two or more per batch (after an hour of
-#: following, 1,242 rows took 2.4 s to read).
+#: every acquire reads all of them, one file each (about 1.5 ms per row), and a follower adds two or more per batch
+#: (``benchmarks/bench_lock.py``, docs/benchmarks.md).
 TIDY_AFTER_ROWS = 32
 #: ``commit.retry.num-retries=0``: pyiceberg would otherwise re-apply a lock's append on top of a concurrent
 #: commit, and two runs would each take the lock.
@@ -218,10 +218,10 @@ class SourceLock:
     def _tidy(self) -> None:
         """Keep the table small: a follower takes and releases the lock for every batch.
 
-        When its acquire read ``tidy_after_rows`` (:data:`TIDY_AFTER_ROWS`) rows of the source or more, delete the rows older than its
-        own ``acquired`` row: those of locks that were over when it took the lock (released, or their holder gone),
-        which no holder needs. The source keeps its last lock's rows. Then, once the table has more than
-        :data:`cdclake.lake.rows.TIDY_AFTER_SNAPSHOTS` snapshots, expire all but the newest
+        When its acquire read ``tidy_after_rows`` (:data:`TIDY_AFTER_ROWS`) rows of the source or more, delete the
+        rows older than its own ``acquired`` row: those of locks that were over when it took the lock (released, or
+        their holder gone), which no holder needs. The source keeps its last lock's rows. Then, once the table has
+        more than :data:`cdclake.lake.rows.TIDY_AFTER_SNAPSHOTS` snapshots, expire all but the newest
         (:func:`cdclake.lake.rows.tidy_snapshots`): each commit costs more the more snapshots the table has.
 
         The table is the lock module's own: Spark's maintenance procedures would commit to it with retries, which

@@ -6,8 +6,9 @@ Starts the local stack if it is down and registers the stack's PostgreSQL connec
 demo's tables, transaction metadata on). In one SparkSession, first drains what the topics hold, then
 ``--batches`` times: writes one demo workload (inserts, updates, deletes, multi-table transactions; about 60
 records with BEGIN/END), waits 3 s, runs one batch (:func:`cdclake.ingest.runner.ingest_from_kafka`). Prints
-each batch's wall time, its phases and the time spent inside Spark jobs (from Spark's status API), then the
-median of the warm batches. Prints figures; asserts nothing.
+each batch's wall time, its phases, the time spent inside Spark jobs (from Spark's status API) and the generated
+classes it compiled (Spark's codegen metrics), then the median of the warm batches. Prints figures; asserts
+nothing.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ def main() -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     ui, app = spark.sparkContext.uiWebUrl, spark.sparkContext.applicationId
+    compilations = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
     try:
         t0 = time.monotonic()
         drained = ingest_from_kafka(spark, spec.name)
@@ -84,15 +86,17 @@ def main() -> None:
                 run_workload(sql, "inventory.customers", "inventory.orders", 700_000 + 10_000 * i)
             time.sleep(3)
             before = {j["jobId"] for j in _jobs(ui, app)}
+            compiled = compilations.getCount()
             t0 = time.monotonic()
             summary = ingest_from_kafka(spark, spec.name)
             wall = time.monotonic() - t0
+            compiled = compilations.getCount() - compiled
             walls.append(wall)
             new = [j for j in _jobs(ui, app) if j["jobId"] not in before]
             phases = ", ".join(f"{k} {v:.2f}" for k, v in summary.phases.items() if v >= 0.005)
             print(
                 f"batch {i + 1}: {summary.records} records, {wall:.1f} s; {len(new)} Spark jobs, "
-                f"{sum(_job_seconds(j) for j in new):.1f} s inside them; phases: {phases}"
+                f"{sum(_job_seconds(j) for j in new):.1f} s inside them; {compiled} classes compiled; phases: {phases}"
             )
         if len(walls) > 1:
             print(f"median of batches 2-{len(walls)}: {statistics.median(walls[1:]):.1f} s")

@@ -29,6 +29,10 @@ BASE_CONF: dict[str, str] = {
     # cached batches (decoded change rows, replayed records) are not compressed: gathering the compression
     # statistics boxed every value and cost more than the memory it saved (docs/benchmarks.md)
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
+    # compiled generated classes kept for reuse (Spark's default: 100). A small batch plans about 110 classes,
+    # most of them the same source code every batch; with 100 they evict one another and every batch compiled
+    # them all again (docs/benchmarks.md, small batches). Only the ones a batch's literals make new are compiled.
+    "spark.sql.codegen.cache.maxEntries": "1000",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     # PySpark's DataFrame debugging records the Python call site of every DataFrame and Column call in the

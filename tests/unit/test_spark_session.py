@@ -111,3 +111,21 @@ def test_the_kafka_readers_pools_let_go_of_a_batchs_consumers_and_fetches_within
     for pool in ("spark.kafka.consumer.cache", "spark.kafka.consumer.fetchedData.cache"):
         assert conf.get(f"{pool}.timeout") == "30s"
         assert conf.get(f"{pool}.evictorThreadRunInterval") == "10s"
+
+
+def test_compiled_classes_outlive_a_batchs_worth_of_other_queries(spark: SparkSession) -> None:
+    # BASE_CONF's spark.sql.codegen.cache.maxEntries: a small batch plans about 110 generated classes; with Spark's
+    # default of 100 the first was evicted by the others and compiled again by the next batch
+    compilations = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+
+    def run(i: int) -> None:  # the literal goes into the generated code: each i makes classes of its own
+        assert spark.range(1).selectExpr(f"id + {i} AS x").collect()[0]["x"] == i
+
+    run(0)
+    before = compilations.getCount()
+    for i in range(1, 61):
+        run(i)
+    assert compilations.getCount() - before > 100  # more than Spark's default keeps
+    before = compilations.getCount()
+    run(0)
+    assert compilations.getCount() == before

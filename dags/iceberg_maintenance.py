@@ -21,7 +21,8 @@ deleted. The lake's audit tables (`lake.cdc_audit.*`: ledger, transactions, sche
 quarantine; two to four small commits per batch) get them too, without position-delete compaction
 (they are append-only), unless `skip_audit`. Params override the defaults for one run; `dry_run` only lists orphan files and counts
 expired tombstones. A failing table does not stop the others; the task fails at the end when any
-table failed.
+table failed. A Spark driver that runs out of memory stops the job at that table, and its log says which
+setting to raise.
 """
 
 from __future__ import annotations

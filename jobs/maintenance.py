@@ -14,7 +14,9 @@ so that no batch of the source writes to them meanwhile (it waits up to ``--lock
 batch; a source still busy then is reported under ``failed``). Then the lake's audit tables
 (``lake.cdc_audit.*``, shared by every source) get :func:`audit_policy_of` with the same overrides, unless
 ``--skip-audit`` or ``--table`` is given.
-A failing table does not stop the others; the exit code is 1 when any failed.
+A failing table does not stop the others (:func:`run_table`), unless the Spark driver ran out of memory or
+exited: the job then stops, with that table's entry under ``failed`` saying which setting to change. The exit
+code is 1 when any failed.
 The summary JSON is ``{"tables": {identifier: {procedure: [rows]}}, "skipped": [...], "failed": {identifier: error}}``.
 """
 
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cdclake.connectors import ConnectorSpec, load_spec
-from cdclake.exceptions import SourceBusyError
+from cdclake.exceptions import SourceBusyError, SparkDriverError
 from cdclake.ingest.lock import DEFAULT_WAIT_S, source_lock
 from cdclake.lake import LakeConfig
 from cdclake.lake import rows as lake_rows
@@ -40,11 +42,11 @@ from cdclake.lake.maintenance import (
     audit_policy_of,
     maintenance_calls,
     policy_for,
-    run_calls,
+    run_table,
     tombstone_calls,
 )
 from cdclake.lake.names import spec_table_identifier, tombstone_identifier
-from cdclake.spark import build_spark_session
+from cdclake.spark import build_spark_session, driver_exited
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -105,15 +107,7 @@ def _maintain_spec(
             continue
         policy = policy_for(spec.table(data_collection).lake, overrides)
         for name, calls in _table_calls(spark, identifier, policy, now, prefix_listing):
-            _run(spark, name, calls, summary)
-
-
-def _run(spark: SparkSession, name: str, calls: list[MaintenanceCall], summary: dict[str, Any]) -> None:
-    try:
-        summary["tables"][name] = run_calls(spark, calls)
-    except Exception as exc:  # one table's failure must not stop the others
-        logger.error("maintenance of %s failed: %s", name, exc)
-        summary["failed"][name] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            run_table(spark, name, calls, summary)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,9 +139,12 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.skip_audit or args.table):
             for name in audit_identifiers(spark):
                 calls = maintenance_calls(name, audit_policy_of(name, overrides), now, prefix_listing=prefix_listing)
-                _run(spark, name, calls, summary)
+                run_table(spark, name, calls, summary)
+    except SparkDriverError:
+        pass  # run_table logged it and put it in the summary; the session cannot maintain the tables left
     finally:
-        spark.stop()
+        if driver_exited(spark) is None:  # a JVM that exited cannot be asked to stop
+            spark.stop()
     if args.summary_json:
         Path(args.summary_json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.summary_json).write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")

@@ -165,8 +165,9 @@ class OffsetGapError(CdcError, LookupError):
 
 
 class SparkDriverError(CdcError, RuntimeError):
-    """The Spark driver ran out of memory, or its JVM exited, during a batch; the message names the source, the
-    batch and its size, and says which setting to change. The batch did not commit; the next run redoes it."""
+    """The Spark driver ran out of memory, or its JVM exited, during a batch or a maintenance run; the message
+    names the source, the batch and its size (or the table being maintained), and says which setting to change.
+    A batch did not commit; the next run redoes it."""
 
 
 class SchemaEvolutionError(CdcError, ValueError):

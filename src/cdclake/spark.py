@@ -267,3 +267,14 @@ def driver_exited(spark: SparkSession) -> int | None:
     gateway = getattr(spark.sparkContext, "_gateway", None)
     proc = getattr(gateway, "proc", None)
     return None if proc is None else proc.poll()
+
+
+def driver_failure(spark: SparkSession, exc: BaseException) -> str | None:
+    """What happened to the session's driver when ``exc`` was raised: ``"ran out of memory (<the Java error>)"``
+    (:func:`out_of_memory`) or ``"exited with status N"`` (:func:`driver_exited`), else None (``exc`` is an
+    error of the work itself)."""
+    oom = out_of_memory(exc)
+    if oom is not None:
+        return f"ran out of memory ({oom})"
+    status = driver_exited(spark)
+    return None if status is None else f"exited with status {status}"

@@ -36,7 +36,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from cdclake.connectors.spec import LakeMode
-from cdclake.exceptions import RecordSourceError, SourceBusyError
+from cdclake.exceptions import RecordSourceError, SourceBusyError, SparkDriverError
 from cdclake.ingest.lock import DEFAULT_WAIT_S, source_lock
 from cdclake.ingest.summary import BatchSummary
 
@@ -214,7 +214,8 @@ class TableUpkeep:
     :func:`cdclake.lake.maintenance.audit_policy_of`): the ledger gets two files per batch, and its read before
     each batch lists them all. Other sources' writers retry their appends when the compaction commits first.
 
-    A failure is logged and left to the next time: the batch is committed, the upkeep is housekeeping.
+    A failure is logged and left to the next time: the batch is committed, the upkeep is housekeeping. But a
+    Spark driver that ran out of memory or exited stops the follower (:class:`SparkDriverError`), as in a batch.
     Exactly-once is not touched: only the redo of a batch still to commit looks for its own snapshots, and the
     upkeep runs after its batch committed, inside the source's lock. Time travel reaches back ``keep`` commits.
     """
@@ -286,7 +287,8 @@ class TableUpkeep:
         started = time.monotonic()
         try:
             results = compact_recent_files(self.spark, name, deletes=deletes)
-        except Exception:  # noqa: BLE001 - see the class docstring
+        except Exception as exc:  # noqa: BLE001 - see the class docstring
+            self._unless_driver_lost(exc, name, "compaction")
             logger.warning("table %s: compaction failed; left for later", name, exc_info=True)
             return False
         data = (results.get("rewrite_data_files") or [{}])[0]
@@ -310,12 +312,26 @@ class TableUpkeep:
         assert self.keep is not None
         try:
             n = keep_newest_snapshots(self.spark, name, self.keep)
-        except Exception:  # noqa: BLE001 - see the class docstring
+        except Exception as exc:  # noqa: BLE001 - see the class docstring
+            self._unless_driver_lost(exc, name, "snapshot tidy-up")
             logger.warning("table %s: snapshot tidy-up failed; left for later", name, exc_info=True)
             return 0
         if n:
             logger.info("table %s: %d old snapshot(s) expired, the newest %d kept", name, n, self.keep)
         return n
+
+    def _unless_driver_lost(self, exc: Exception, name: str, step: str) -> None:
+        """Raise a :class:`SparkDriverError` when ``exc`` is the driver running out of memory or exiting."""
+        from cdclake.settings import settings
+        from cdclake.spark import driver_failure
+
+        what = driver_failure(self.spark, exc)
+        if what is not None:
+            raise SparkDriverError(
+                f"table {name}: the Spark driver {what} in the follower's {step}, after its batch committed. "
+                "Give the driver more heap: CDC_SPARK_DRIVER_MEMORY (the CLI's and local jobs', now "
+                f"{settings().spark_driver_memory}) or spark.driver.memory in the Airflow task's conf."
+            ) from exc
 
 
 class StopFlag:

@@ -1,7 +1,7 @@
 """Iceberg table maintenance through Iceberg's Spark procedures, driven by a per-table policy.
 
 The pure part builds the ``CALL lake.system.<procedure>(...)`` statements from a
-:class:`MaintenancePolicy`; :func:`run_calls` runs them. :func:`compact_recent_files` and
+:class:`MaintenancePolicy`; :func:`run_calls` runs them, :func:`run_table` one table's into a job's summary. :func:`compact_recent_files` and
 :func:`keep_newest_snapshots` are a follower's upkeep between its batches
 (:class:`cdclake.ingest.follow.TableUpkeep`).
 
@@ -37,9 +37,11 @@ from typing import TYPE_CHECKING, Any
 
 from cdclake.connectors import LakeMode, LakeOptions
 from cdclake.connectors.spec import TOMBSTONE_RETENTION_DAYS_DEFAULT
-from cdclake.exceptions import ConfigError
+from cdclake.exceptions import ConfigError, SparkDriverError
 from cdclake.lake.catalog import CATALOG_NAME
 from cdclake.lake.names import AUDIT_NAMESPACE, catalog_identifier, tombstone_identifier
+from cdclake.settings import settings
+from cdclake.spark import driver_failure
 from cdclake.sql import quote_name
 
 if TYPE_CHECKING:
@@ -341,6 +343,33 @@ def run_calls(
         results[call.procedure] = [_jsonable(row.asDict(recursive=True)) for row in rows]
         logger.log(log_level, "maintenance %s on %s -> %s", call.procedure, call.table, results[call.procedure])
     return results
+
+
+def run_table(spark: SparkSession, name: str, calls: list[MaintenanceCall], summary: dict[str, Any]) -> None:
+    """Run the ``calls`` of table ``name`` into a maintenance job's ``summary``: the procedures' rows under
+    ``summary["tables"][name]``, or the first line of the error under ``summary["failed"][name]``. A table that
+    fails does not stop the others.
+
+    Raises:
+        SparkDriverError: the Spark driver ran out of memory or exited while maintaining ``name`` (recorded
+            under ``failed`` too). No table after it can be maintained by this session.
+    """
+    try:
+        summary["tables"][name] = run_calls(spark, calls)
+    except Exception as exc:
+        what = driver_failure(spark, exc)
+        if what is None:
+            logger.error("maintenance of %s failed: %s", name, exc)
+            summary["failed"][name] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            return
+        message = (
+            f"maintenance of {name}: the Spark driver {what}; the tables after it were not maintained. Give the "
+            f"driver more heap: CDC_SPARK_DRIVER_MEMORY (local jobs, now {settings().spark_driver_memory}) or "
+            "spark.driver.memory in the Airflow task's conf; the next run maintains every table again."
+        )
+        logger.error("%s", message)
+        summary["failed"][name] = message
+        raise SparkDriverError(message) from exc
 
 
 #: What a follower's compaction does: the rewrites of the maintenance, on the recent (small) files only.

@@ -135,3 +135,30 @@ def test_the_audit_tables_are_compacted_every_nth_batch_of_the_follower(spark: S
     off = TableUpkeep(spark, keep=None, compact_every=None, audit_every=1)
     assert off.after(_summary({})) == {"compacted": 0, "expired": 0}
     assert spark.sql(f"SELECT count(*) FROM {ledger_like}.files").first()[0] == 7
+
+
+def test_a_driver_out_of_memory_in_the_upkeep_stops_the_follower_saying_what_to_change(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cdclake.exceptions import SparkDriverError
+    from cdclake.lake import maintenance
+
+    def exhausts_the_heap(*args: object, **kwargs: object) -> None:
+        # a real OutOfMemoryError of the driver JVM, in the Py4J thread (the JVM survives it): an array of 2^31
+        # references, 8 GiB, larger than any test heap
+        jvm = spark.sparkContext._jvm
+        jvm.java.lang.reflect.Array.newInstance(jvm.java.lang.Class.forName("java.lang.Object"), 2**31 - 16)
+        raise AssertionError("the allocation succeeded")
+
+    monkeypatch.setattr(maintenance, "compact_recent_files", exhausts_the_heap)
+    with pytest.raises(SparkDriverError) as stopped:
+        TableUpkeep(spark, keep=None, compact_every=1)._compact("lake.any.table", deletes=True)
+    message = str(stopped.value)
+    assert message.startswith("table lake.any.table: the Spark driver ran out of memory (java.lang.OutOfMemoryError")
+    assert "follower's compaction" in message and "CDC_SPARK_DRIVER_MEMORY" in message
+
+    def fails(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a procedure's own error")
+
+    monkeypatch.setattr(maintenance, "compact_recent_files", fails)  # any other failure is left for later
+    assert TableUpkeep(spark, keep=None, compact_every=1)._compact("lake.any.table", deletes=True) is False

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from cdclake.connectors import LakeOptions
-from cdclake.exceptions import ConfigError
+from cdclake.exceptions import ConfigError, SparkDriverError
 from cdclake.lake.maintenance import (
     RECENT_FILES_POLICY,
     MaintenanceCall,
@@ -19,6 +19,7 @@ from cdclake.lake.maintenance import (
     maintenance_calls,
     policy_for,
     run_calls,
+    run_table,
     tombstone_calls,
 )
 from cdclake.lake.names import tombstone_identifier
@@ -344,3 +345,41 @@ def test_a_lake_on_object_storage_lists_orphans_through_the_tables_file_io() -> 
     (dry,) = maintenance_calls("t.ns.x", MaintenancePolicy(dry_run=True), NOW, prefix_listing=True)
     assert dry.sql.endswith("dry_run => true, prefix_listing => true)")
     assert all("prefix_listing" not in c.sql for c in maintenance_calls("t.ns.x", policy, NOW))
+
+
+@pytest.mark.spark
+def test_a_failing_table_is_recorded_and_a_driver_out_of_memory_stops_the_run_saying_what_to_change(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cdclake.lake import maintenance
+
+    table = "lake.mt.ns.kept"
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.mt.ns")
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {table} (id BIGINT) USING iceberg TBLPROPERTIES ('format-version'='2')")
+    spark.sql(f"INSERT INTO {table} VALUES (1)")
+    policy = policy_for(LakeOptions(), {"expire_older_than_days": 0, "retain_last": 1})
+    summary: dict[str, Any] = {"tables": {}, "skipped": [], "failed": {}}
+
+    run_table(spark, table, maintenance_calls(table, policy, datetime.now(UTC)), summary)
+    assert "expire_snapshots" in summary["tables"][table]
+
+    missing = "lake.mt.ns.missing"  # an error of the procedure: recorded, the run goes on
+    run_table(spark, missing, maintenance_calls(missing, policy, datetime.now(UTC)), summary)
+    assert missing not in summary["tables"]
+    assert summary["failed"][missing]
+
+    def exhausts_the_heap(*args: Any, **kwargs: Any) -> Any:
+        # a real OutOfMemoryError of the driver JVM, in the Py4J thread (the JVM survives it): an array of 2^31
+        # references, 8 GiB, larger than any test heap
+        jvm = spark.sparkContext._jvm
+        jvm.java.lang.reflect.Array.newInstance(jvm.java.lang.Class.forName("java.lang.Object"), 2**31 - 16)
+        raise AssertionError("the allocation succeeded")
+
+    monkeypatch.setattr(maintenance, "run_calls", exhausts_the_heap)
+    with pytest.raises(SparkDriverError) as stopped:
+        run_table(spark, table, maintenance_calls(table, policy, datetime.now(UTC)), summary)
+    message = str(stopped.value)
+    assert message.startswith(f"maintenance of {table}: the Spark driver ran out of memory (java.lang.OutOfMemoryError")
+    assert "the tables after it were not maintained" in message and "CDC_SPARK_DRIVER_MEMORY" in message
+    assert summary["failed"][table] == message
+    assert list(summary["failed"]) == [missing, table]

@@ -27,7 +27,7 @@ from cdclake.ingest.batch.transactions import decide_transactions
 from cdclake.ingest.ledger import BatchLedger
 from cdclake.ingest.summary import NO_NEW_RECORDS, BatchSummary
 from cdclake.settings import settings
-from cdclake.spark import driver_exited, out_of_memory
+from cdclake.spark import driver_exited, driver_failure
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -84,11 +84,9 @@ def _run_planned(ctx: BatchContext, plan: BatchPlan) -> BatchSummary:
 def _driver_lost(spark: SparkSession, source: str, plan: BatchPlan, exc: BaseException) -> SparkDriverError | None:
     """The error to raise instead of ``exc`` when the Spark driver ran out of memory or its JVM exited during
     the batch ``plan`` (a Py4J error with a Java stack trace, or a refused connection), else None."""
-    oom = out_of_memory(exc)
-    status = driver_exited(spark)
-    if oom is None and status is None:
+    what = driver_failure(spark, exc)
+    if what is None:
         return None
-    what = f"ran out of memory ({oom})" if oom else f"exited with status {status}"
     heap = settings().spark_driver_memory
     return SparkDriverError(
         f"source {source} batch {plan.batch_id}: the Spark driver {what} on a batch of {plan.records:,} records. "

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cdclake.lake.catalog import LakeConfig
 from cdclake.paths import jars_in
@@ -223,8 +223,47 @@ def build_spark_session(
     _preload_lake_client()
     with appended_class_path(class_path):
         spark = builder.getOrCreate()
+    compile_with_the_tasks_class_loader(spark)
     logger.info("spark session %s (%s) on lake %s", app_name, spark.sparkContext.applicationId, lake.kind)
     return spark
+
+
+def _private_field(obj: Any, name: str) -> Any:
+    """The value of the field ``name`` (as Scala names a private one: ``...$$name``) of the Java object ``obj``."""
+    cls = obj.getClass()
+    while cls is not None:
+        for fld in cls.getDeclaredFields():
+            if fld.getName() == name or fld.getName().endswith("$$" + name):
+                fld.setAccessible(True)
+                return fld.get(obj)
+        cls = cls.getSuperclass()
+    raise LookupError(f"{obj.getClass().getName()} has no field {name}")
+
+
+def compile_with_the_tasks_class_loader(spark: SparkSession) -> bool:
+    """In a local-mode driver, give the calling thread's JVM thread (and the threads it starts later) the class
+    loader the executor's tasks run with; returns whether it did.
+
+    Spark keeps a compiled generated class per class loader and source code. The driver compiles each
+    whole-stage class once before the job (to check it compiles), and the tasks, whose context class loader is
+    the executor's, compiled it again: about a third of a batch's compilations (docs/benchmarks.md). The
+    executor's loader is a child of the driver's (it adds the session's jars), so the driver resolves the same
+    classes through it. Found through Spark's private fields (the local executor's default session state); on a
+    Spark whose fields differ, or on a cluster, nothing changes.
+    """
+    if not spark.sparkContext.master.startswith("local"):
+        return False
+    jvm = spark.sparkContext._jvm
+    try:
+        dispatcher = _private_field(jvm.org.apache.spark.SparkEnv.get().rpcEnv(), "dispatcher")
+        endpoints = _private_field(dispatcher, "endpointRefs").keySet().toArray()
+        local = next(e for e in endpoints if e.getClass().getName() == "org.apache.spark.scheduler.local.LocalEndpoint")
+        loader = _private_field(_private_field(local, "executor"), "defaultSessionState").replClassLoader()
+        jvm.java.lang.Thread.currentThread().setContextClassLoader(loader)
+    except Exception:  # noqa: BLE001 - an optimisation: a Spark it does not fit compiles as before
+        logger.debug("the tasks' class loader was not found; generated classes compile per loader", exc_info=True)
+        return False
+    return True
 
 
 @contextmanager

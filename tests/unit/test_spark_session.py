@@ -123,9 +123,34 @@ def test_compiled_classes_outlive_a_batchs_worth_of_other_queries(spark: SparkSe
 
     run(0)
     before = compilations.getCount()
-    for i in range(1, 61):
+    for i in range(1, 111):
         run(i)
     assert compilations.getCount() - before > 100  # more than Spark's default keeps
     before = compilations.getCount()
     run(0)
     assert compilations.getCount() == before
+
+
+def test_the_driver_and_the_tasks_compile_a_generated_class_once(spark: SparkSession) -> None:
+    from cdclake.spark import compile_with_the_tasks_class_loader
+
+    jvm = spark.sparkContext._jvm
+    compilations = jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    thread = jvm.java.lang.Thread.currentThread()
+    tasks_loader = thread.getContextClassLoader()
+
+    def compiled(factor: int) -> int:  # a query of a literal no other runs: its classes are new
+        before = compilations.getCount()
+        assert spark.range(3).selectExpr(f"id * {factor} AS x").collect()[2]["x"] == 2 * factor
+        return int(compilations.getCount() - before)
+
+    try:
+        thread.setContextClassLoader(tasks_loader.getParent())  # the driver's own loader, as Spark leaves it
+        apart = compiled(7919)
+        assert compile_with_the_tasks_class_loader(spark)
+        assert thread.getContextClassLoader().equals(tasks_loader)
+        shared = compiled(7927)
+    finally:
+        thread.setContextClassLoader(tasks_loader)
+    assert apart >= 2  # the whole-stage class: once in the driver, once in the task
+    assert shared == apart - 1

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from driver_failures import exhaust_the_driver_heap
 from pyspark.sql import SparkSession
 
 from cdclake.exceptions import SparkDriverError
@@ -49,16 +50,9 @@ def test_a_batch_that_runs_the_driver_out_of_memory_is_named_and_redone(
 ) -> None:
     from cdclake.ingest import batch
 
-    def exhausts_the_heap(*args: Any) -> Any:
-        # a real OutOfMemoryError of the driver JVM, in the Py4J thread (the JVM survives it): an array of 2^31
-        # references, 8 GiB, larger than any test heap
-        jvm = spark.sparkContext._jvm
-        jvm.java.lang.reflect.Array.newInstance(jvm.java.lang.Class.forName("java.lang.Object"), 2**31 - 16)
-        raise AssertionError("the allocation succeeded")
-
     table.create({"id": 1, "name": "a", "qty": 1}, lsn=100)
     table.create({"id": 2, "name": "b", "qty": 2}, lsn=110)
-    monkeypatch.setattr(batch, "decide_transactions", exhausts_the_heap)
+    monkeypatch.setattr(batch, "decide_transactions", lambda *args: exhaust_the_driver_heap(spark))
     with pytest.raises(SparkDriverError) as failed:
         ingest(table.take())
     message = str(failed.value)

@@ -8,6 +8,7 @@ import uuid
 
 import pyarrow as pa
 import pytest
+from driver_failures import exhaust_the_driver_heap
 from pyspark.sql import SparkSession
 
 from cdclake.ingest.follow import TableUpkeep
@@ -143,14 +144,7 @@ def test_a_driver_out_of_memory_in_the_upkeep_stops_the_follower_saying_what_to_
     from cdclake.exceptions import SparkDriverError
     from cdclake.lake import maintenance
 
-    def exhausts_the_heap(*args: object, **kwargs: object) -> None:
-        # a real OutOfMemoryError of the driver JVM, in the Py4J thread (the JVM survives it): an array of 2^31
-        # references, 8 GiB, larger than any test heap
-        jvm = spark.sparkContext._jvm
-        jvm.java.lang.reflect.Array.newInstance(jvm.java.lang.Class.forName("java.lang.Object"), 2**31 - 16)
-        raise AssertionError("the allocation succeeded")
-
-    monkeypatch.setattr(maintenance, "compact_recent_files", exhausts_the_heap)
+    monkeypatch.setattr(maintenance, "compact_recent_files", lambda *args, **kwargs: exhaust_the_driver_heap(spark))
     with pytest.raises(SparkDriverError) as stopped:
         TableUpkeep(spark, keep=None, compact_every=1)._compact("lake.any.table", deletes=True)
     message = str(stopped.value)

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from driver_failures import exhaust_the_driver_heap
 
 from cdclake.connectors import LakeOptions
 from cdclake.exceptions import ConfigError, SparkDriverError
@@ -368,14 +369,7 @@ def test_a_failing_table_is_recorded_and_a_driver_out_of_memory_stops_the_run_sa
     assert missing not in summary["tables"]
     assert summary["failed"][missing]
 
-    def exhausts_the_heap(*args: Any, **kwargs: Any) -> Any:
-        # a real OutOfMemoryError of the driver JVM, in the Py4J thread (the JVM survives it): an array of 2^31
-        # references, 8 GiB, larger than any test heap
-        jvm = spark.sparkContext._jvm
-        jvm.java.lang.reflect.Array.newInstance(jvm.java.lang.Class.forName("java.lang.Object"), 2**31 - 16)
-        raise AssertionError("the allocation succeeded")
-
-    monkeypatch.setattr(maintenance, "run_calls", exhausts_the_heap)
+    monkeypatch.setattr(maintenance, "run_calls", lambda *args, **kwargs: exhaust_the_driver_heap(spark))
     with pytest.raises(SparkDriverError) as stopped:
         run_table(spark, table, maintenance_calls(table, policy, datetime.now(UTC)), summary)
     message = str(stopped.value)

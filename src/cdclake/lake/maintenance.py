@@ -1,8 +1,8 @@
 """Iceberg table maintenance through Iceberg's Spark procedures, driven by a per-table policy.
 
 The pure part builds the ``CALL lake.system.<procedure>(...)`` statements from a
-:class:`MaintenancePolicy`; :func:`run_calls` runs them, :func:`run_table` one table's into a job's summary. :func:`compact_recent_files` and
-:func:`keep_newest_snapshots` are a follower's upkeep between its batches
+:class:`MaintenancePolicy`; :func:`run_calls` runs them, :func:`run_table` one table's into a job's summary.
+:func:`compact_recent_files` and :func:`keep_newest_snapshots` are a follower's upkeep between its batches
 (:class:`cdclake.ingest.follow.TableUpkeep`).
 
 Order per table (each step optional):

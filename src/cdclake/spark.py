@@ -317,3 +317,13 @@ def driver_failure(spark: SparkSession, exc: BaseException) -> str | None:
         return f"ran out of memory ({oom})"
     status = driver_exited(spark)
     return None if status is None else f"exited with status {status}"
+
+
+def more_heap_advice() -> str:
+    """Where to give a driver that ran out of memory more heap, as the errors that report it say."""
+    from cdclake.settings import settings
+
+    return (
+        f"CDC_SPARK_DRIVER_MEMORY (the CLI's and local jobs', now {settings().spark_driver_memory}) or "
+        "spark.driver.memory in the Airflow task's conf"
+    )

@@ -322,15 +322,13 @@ class TableUpkeep:
 
     def _unless_driver_lost(self, exc: Exception, name: str, step: str) -> None:
         """Raise a :class:`SparkDriverError` when ``exc`` is the driver running out of memory or exiting."""
-        from cdclake.settings import settings
-        from cdclake.spark import driver_failure
+        from cdclake.spark import driver_failure, more_heap_advice
 
         what = driver_failure(self.spark, exc)
         if what is not None:
             raise SparkDriverError(
                 f"table {name}: the Spark driver {what} in the follower's {step}, after its batch committed. "
-                "Give the driver more heap: CDC_SPARK_DRIVER_MEMORY (the CLI's and local jobs', now "
-                f"{settings().spark_driver_memory}) or spark.driver.memory in the Airflow task's conf."
+                f"Give the driver more heap: {more_heap_advice()}."
             ) from exc
 
 

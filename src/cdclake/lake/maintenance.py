@@ -40,8 +40,7 @@ from cdclake.connectors.spec import TOMBSTONE_RETENTION_DAYS_DEFAULT
 from cdclake.exceptions import ConfigError, SparkDriverError
 from cdclake.lake.catalog import CATALOG_NAME
 from cdclake.lake.names import AUDIT_NAMESPACE, catalog_identifier, tombstone_identifier
-from cdclake.settings import settings
-from cdclake.spark import driver_failure
+from cdclake.spark import driver_failure, more_heap_advice
 from cdclake.sql import quote_name
 
 if TYPE_CHECKING:
@@ -364,8 +363,7 @@ def run_table(spark: SparkSession, name: str, calls: list[MaintenanceCall], summ
             return
         message = (
             f"maintenance of {name}: the Spark driver {what}; the tables after it were not maintained. Give the "
-            f"driver more heap: CDC_SPARK_DRIVER_MEMORY (local jobs, now {settings().spark_driver_memory}) or "
-            "spark.driver.memory in the Airflow task's conf; the next run maintains every table again."
+            f"driver more heap: {more_heap_advice()}; the next run maintains every table again."
         )
         logger.error("%s", message)
         summary["failed"][name] = message

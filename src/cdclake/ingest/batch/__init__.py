@@ -26,8 +26,7 @@ from cdclake.ingest.batch.read import read_records
 from cdclake.ingest.batch.transactions import decide_transactions
 from cdclake.ingest.ledger import BatchLedger
 from cdclake.ingest.summary import NO_NEW_RECORDS, BatchSummary
-from cdclake.settings import settings
-from cdclake.spark import driver_exited, driver_failure
+from cdclake.spark import driver_exited, driver_failure, more_heap_advice
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -87,10 +86,8 @@ def _driver_lost(spark: SparkSession, source: str, plan: BatchPlan, exc: BaseExc
     what = driver_failure(spark, exc)
     if what is None:
         return None
-    heap = settings().spark_driver_memory
     return SparkDriverError(
         f"source {source} batch {plan.batch_id}: the Spark driver {what} on a batch of {plan.records:,} records. "
         "The batch did not commit; the next run redoes it, the same records (a table it committed is skipped), so "
-        f"give the driver more heap first: CDC_SPARK_DRIVER_MEMORY (the CLI's and local jobs', now {heap}) or "
-        "spark.driver.memory in the Airflow task's conf. --max-records caps the batches planned after it."
+        f"give the driver more heap first: {more_heap_advice()}. --max-records caps the batches planned after it."
     )

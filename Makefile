@@ -74,14 +74,17 @@ lock:  ## re-resolve requirements.lock from requirements*.txt
 demo: install  ## start the local stack and run the demo pipeline end to end (PROFILE=cluster: on the cluster profile)
 	CDC_STACK_PROFILE=$(PROFILE) $(VENV)/bin/cdclake demo
 
+# two pytest workers: the tests on the shared local stack in one (in order), the rest beside them (tests/conftest.py)
+PYTEST_WORKERS ?= -n 2 --dist loadgroup
+
 test: install  ## run the whole test suite (unit, DAG and integration tests)
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 test-unit: venv jars cds  ## unit and DAG tests only (no local stack)
-	$(VENV)/bin/pytest -m "not integration" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "not integration" $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 test-integration: install  ## integration tests only (starts the local stack)
-	$(VENV)/bin/pytest -m integration $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m integration $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 test-reliability: install  ## the reliability suite only: faults on the local stack, duplicates and reordering (also part of `make test`)
 	$(VENV)/bin/pytest -m reliability tests/reliability $(PYTEST_ARGS)

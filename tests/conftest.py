@@ -24,10 +24,18 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = Path(os.environ.get("CDC_SHARED_DIR", PROJECT_ROOT.parent / "shared"))
 
 
+#: The xdist group of the tests on the shared local stack (``make test`` runs two workers, ``--dist loadgroup``):
+#: one worker runs them all, in file order, since their modules share the stack's connectors, topics and Airflow;
+#: the other worker takes the remaining tests one by one meanwhile.
+STACK_GROUP = "stack"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if not any(item.iter_markers()):
             item.add_marker(pytest.mark.unmarked)
+        if "stack" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(STACK_GROUP))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -35,12 +43,23 @@ def _isolate_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
     """Keep a developer's ~/.pyiceberg.yaml and lake settings out of the tests."""
     saved = {
         k: os.environ.get(k)
-        for k in ("PYICEBERG_HOME", "CDC_LAKE_KIND", "CDC_LAKE_DIR", "TZ", "CDC_STACK_PROFILE", "CDC_SPARK_MASTER")
+        for k in (
+            "PYICEBERG_HOME",
+            "CDC_LAKE_KIND",
+            "CDC_LAKE_DIR",
+            "TZ",
+            "CDC_STACK_PROFILE",
+            "CDC_SPARK_MASTER",
+            "CDC_SPARK_JIT",
+        )
     }
     os.environ["PYICEBERG_HOME"] = str(tmp_path_factory.mktemp("pyiceberg-home"))
     for key in ("CDC_LAKE_KIND", "CDC_STACK_PROFILE", "CDC_SPARK_MASTER"):
         os.environ.pop(key, None)
     os.environ["CDC_LAKE_DIR"] = str(tmp_path_factory.mktemp("lake-default"))
+    # every driver the tests start (CLI runs, Airflow tasks, benchmarks) lives for a few small batches, on a
+    # machine the rest of the suite keeps busy: the optimising JIT's CPU would not pay back
+    os.environ.setdefault("CDC_SPARK_JIT", "quick")
     yield
     for key, value in saved.items():
         if value is None:
@@ -73,12 +92,13 @@ def spark_lake_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def spark(spark_lake_dir: Path) -> Iterator[SparkSession]:
     """One local[2] SparkSession for the whole run, UTC, with the project's jars and an embedded lake."""
     from cdclake.lake import LakeConfig
-    from cdclake.spark import build_spark_session
+    from cdclake.spark import build_spark_session, local_driver_options
 
     session = build_spark_session(
         "cdclake-tests",
         lake=LakeConfig.embedded(spark_lake_dir),
         master="local[2]",
+        driver_options=local_driver_options(jit="tiered"),  # it lives for the whole run: C2 pays back
         extra_conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -371,6 +371,15 @@ class Settings:
         _choice("auto", "off", aliases={**dict.fromkeys(_OFF, "off"), **dict.fromkeys(_ON, "auto")}),
         f"`auto` (or {', '.join(f'`{v}`' for v in _ON[1:])}) or `off` (or {', '.join(f'`{v}`' for v in _OFF[1:])})",
     )
+    spark_jit: str = _var(
+        "CDC_SPARK_JIT",
+        "tiered",
+        "`quick`: drivers this process launches compile Java with the JVM's quick (C1) compiler only, which spends "
+        "less CPU on short jobs on a busy machine (the test suite sets it); `tiered` adds the optimising (C2) "
+        "compiler at raised thresholds, for long batches",
+        _choice("tiered", "quick"),
+        "`tiered` or `quick`",
+    )
     # the local stack's ports
     kafka_port: int = _var("CDC_KAFKA_PORT", 9092, "the local stack's Kafka broker", _port, "a port number (1-65535)")
     kafka_controller_port: int = _var(

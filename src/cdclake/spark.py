@@ -78,16 +78,24 @@ LOCAL_DRIVER_JIT = (
 )
 
 
-def local_driver_options() -> list[str]:
+#: The JVM's quick (C1) compiler only (``CDC_SPARK_JIT=quick``): code runs slower once hot, but none of the
+#: optimising compiler's CPU is spent, which a driver of a few small batches on a busy machine never earns back.
+QUICK_JIT = "-XX:TieredStopAtLevel=1"
+
+
+def local_driver_options(jit: str | None = None) -> list[str]:
     """JVM options of a driver this process launches itself (local mode, where it does all the work).
 
     The throughput collector, which beats G1 on a batch job (shorter and steadier batches on
-    2 cores), fewer optimising JIT compilations (:data:`LOCAL_DRIVER_JIT`) and this machine's class-data
-    sharing archive when there is one (:mod:`cdclake.cds`). The figures are in docs/benchmarks.md.
+    2 cores), fewer optimising JIT compilations (:data:`LOCAL_DRIVER_JIT`; none with ``CDC_SPARK_JIT=quick``,
+    :data:`QUICK_JIT`) and this machine's class-data
+    sharing archive when there is one (:mod:`cdclake.cds`). The figures are in docs/benchmarks.md. ``jit``
+    (``tiered`` or ``quick``) overrides ``CDC_SPARK_JIT``.
     """
     from cdclake import cds
 
-    return [LOCAL_DRIVER_GC, *LOCAL_DRIVER_JIT, *cds.driver_options()]
+    quick = (jit or settings().spark_jit) == "quick"
+    return [LOCAL_DRIVER_GC, *([QUICK_JIT] if quick else LOCAL_DRIVER_JIT), *cds.driver_options()]
 
 
 #: Hadoop's ``file:`` file system in a driver this process launches: Hadoop's own, but with permissions set through

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from cdclake.spark import LOCAL_DRIVER_JIT
+from cdclake.spark import LOCAL_DRIVER_JIT, QUICK_JIT, local_driver_options
 
 pytestmark = pytest.mark.spark
 
@@ -26,6 +26,15 @@ def test_the_local_driver_runs_utc_with_the_throughput_collector_and_fewer_c2_co
     for option in LOCAL_DRIVER_JIT:
         name, value = option.removeprefix("-XX:").split("=")
         assert diagnostic.getVMOption(name).getValue() == value
+
+
+def test_cdc_spark_jit_quick_gives_a_launched_driver_the_quick_compiler_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CDC_SPARK_JIT", "tiered")
+    assert QUICK_JIT not in local_driver_options() and set(LOCAL_DRIVER_JIT) <= set(local_driver_options())
+    monkeypatch.setenv("CDC_SPARK_JIT", "quick")
+    quick = local_driver_options()
+    assert QUICK_JIT in quick and not set(LOCAL_DRIVER_JIT) & set(quick)
+    assert QUICK_JIT not in local_driver_options(jit="tiered")  # the argument wins over the variable
 
 
 def test_cdc_spark_conf_adds_to_the_sessions_settings_and_code_given_settings_win(

@@ -24,18 +24,13 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = Path(os.environ.get("CDC_SHARED_DIR", PROJECT_ROOT.parent / "shared"))
 
 
-#: The xdist group of the tests on the shared local stack (``make test`` runs two workers, ``--dist loadgroup``):
-#: one worker runs them all, in file order, since their modules share the stack's connectors, topics and Airflow;
-#: the other worker takes the remaining tests one by one meanwhile.
-STACK_GROUP = "stack"
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if not any(item.iter_markers()):
             item.add_marker(pytest.mark.unmarked)
         if "stack" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group(STACK_GROUP))
+            # `make test` runs these in one pytest process and the others in a second one beside it
+            item.add_marker(pytest.mark.shared_stack)
 
 
 @pytest.fixture(scope="session", autouse=True)

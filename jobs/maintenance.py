@@ -46,7 +46,7 @@ from cdclake.lake.maintenance import (
     tombstone_calls,
 )
 from cdclake.lake.names import spec_table_identifier, tombstone_identifier
-from cdclake.spark import build_spark_session, driver_exited
+from cdclake.spark import build_spark_session, driver_exited, driver_failure, more_heap_advice
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -107,7 +107,14 @@ def _maintain_spec(
             continue
         policy = policy_for(spec.table(data_collection).lake, overrides)
         for name, calls in _table_calls(spark, identifier, policy, now, prefix_listing):
-            run_table(spark, name, calls, summary)
+            run_table(
+                spark,
+                name,
+                calls,
+                summary,
+                driver_lost=lambda e: driver_failure(spark, e),
+                heap_advice=more_heap_advice(),
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,7 +146,14 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.skip_audit or args.table):
             for name in audit_identifiers(spark):
                 calls = maintenance_calls(name, audit_policy_of(name, overrides), now, prefix_listing=prefix_listing)
-                run_table(spark, name, calls, summary)
+                run_table(
+                    spark,
+                    name,
+                    calls,
+                    summary,
+                    driver_lost=lambda e: driver_failure(spark, e),
+                    heap_advice=more_heap_advice(),
+                )
     except SparkDriverError:
         pass  # run_table logged it and put it in the summary; the session cannot maintain the tables left
     finally:

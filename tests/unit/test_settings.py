@@ -57,6 +57,7 @@ GIVEN: dict[str, tuple[str, Any]] = {
     "stack_profile": ("Cluster", "cluster"),
     "spark_master_port": ("17077", 17077),
     "spark_ui_port": ("18090", 18090),
+    "spark_jit": ("Quick", "quick"),
     "spark_workers": ("2", 2),
     "spark_worker_cores": ("1", 1),
     "spark_worker_memory": ("1536m", "1536m"),

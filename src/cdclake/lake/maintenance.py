@@ -30,7 +30,7 @@ table then gets the same procedures as its table.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -40,7 +40,6 @@ from cdclake.connectors.spec import TOMBSTONE_RETENTION_DAYS_DEFAULT
 from cdclake.exceptions import ConfigError, SparkDriverError
 from cdclake.lake.catalog import CATALOG_NAME
 from cdclake.lake.names import AUDIT_NAMESPACE, catalog_identifier, tombstone_identifier
-from cdclake.spark import driver_failure, more_heap_advice
 from cdclake.sql import quote_name
 
 if TYPE_CHECKING:
@@ -344,10 +343,19 @@ def run_calls(
     return results
 
 
-def run_table(spark: SparkSession, name: str, calls: list[MaintenanceCall], summary: dict[str, Any]) -> None:
+def run_table(
+    spark: SparkSession,
+    name: str,
+    calls: list[MaintenanceCall],
+    summary: dict[str, Any],
+    *,
+    driver_lost: Callable[[BaseException], str | None],
+    heap_advice: str,
+) -> None:
     """Run the ``calls`` of table ``name`` into a maintenance job's ``summary``: the procedures' rows under
     ``summary["tables"][name]``, or the first line of the error under ``summary["failed"][name]``. A table that
-    fails does not stop the others.
+    fails does not stop the others. ``driver_lost`` says what happened to the driver when an error was raised
+    (``cdclake.spark.driver_failure``), ``heap_advice`` where to give it more heap (``more_heap_advice``).
 
     Raises:
         SparkDriverError: the Spark driver ran out of memory or exited while maintaining ``name`` (recorded
@@ -356,14 +364,14 @@ def run_table(spark: SparkSession, name: str, calls: list[MaintenanceCall], summ
     try:
         summary["tables"][name] = run_calls(spark, calls)
     except Exception as exc:
-        what = driver_failure(spark, exc)
+        what = driver_lost(exc)
         if what is None:
             logger.error("maintenance of %s failed: %s", name, exc)
             summary["failed"][name] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             return
         message = (
             f"maintenance of {name}: the Spark driver {what}; the tables after it were not maintained. Give the "
-            f"driver more heap: {more_heap_advice()}; the next run maintains every table again."
+            f"driver more heap: {heap_advice}; the next run maintains every table again."
         )
         logger.error("%s", message)
         summary["failed"][name] = message

@@ -353,6 +353,7 @@ def test_a_failing_table_is_recorded_and_a_driver_out_of_memory_stops_the_run_sa
     spark: SparkSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from cdclake.lake import maintenance
+    from cdclake.spark import driver_failure, more_heap_advice
 
     table = "lake.mt.ns.kept"
     spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.mt.ns")
@@ -360,18 +361,20 @@ def test_a_failing_table_is_recorded_and_a_driver_out_of_memory_stops_the_run_sa
     spark.sql(f"INSERT INTO {table} VALUES (1)")
     policy = policy_for(LakeOptions(), {"expire_older_than_days": 0, "retain_last": 1})
     summary: dict[str, Any] = {"tables": {}, "skipped": [], "failed": {}}
+    # as jobs/maintenance.py passes them
+    lost = {"driver_lost": lambda exc: driver_failure(spark, exc), "heap_advice": more_heap_advice()}
 
-    run_table(spark, table, maintenance_calls(table, policy, datetime.now(UTC)), summary)
+    run_table(spark, table, maintenance_calls(table, policy, datetime.now(UTC)), summary, **lost)
     assert "expire_snapshots" in summary["tables"][table]
 
     missing = "lake.mt.ns.missing"  # an error of the procedure: recorded, the run goes on
-    run_table(spark, missing, maintenance_calls(missing, policy, datetime.now(UTC)), summary)
+    run_table(spark, missing, maintenance_calls(missing, policy, datetime.now(UTC)), summary, **lost)
     assert missing not in summary["tables"]
     assert summary["failed"][missing]
 
     monkeypatch.setattr(maintenance, "run_calls", lambda *args, **kwargs: exhaust_the_driver_heap(spark))
     with pytest.raises(SparkDriverError) as stopped:
-        run_table(spark, table, maintenance_calls(table, policy, datetime.now(UTC)), summary)
+        run_table(spark, table, maintenance_calls(table, policy, datetime.now(UTC)), summary, **lost)
     message = str(stopped.value)
     assert message.startswith(f"maintenance of {table}: the Spark driver ran out of memory (java.lang.OutOfMemoryError")
     assert "the tables after it were not maintained" in message and "CDC_SPARK_DRIVER_MEMORY" in message

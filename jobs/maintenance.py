@@ -107,14 +107,14 @@ def _maintain_spec(
             continue
         policy = policy_for(spec.table(data_collection).lake, overrides)
         for name, calls in _table_calls(spark, identifier, policy, now, prefix_listing):
-            run_table(
-                spark,
-                name,
-                calls,
-                summary,
-                driver_lost=lambda e: driver_failure(spark, e),
-                heap_advice=more_heap_advice(),
-            )
+            _run_table(spark, name, calls, summary)
+
+
+def _run_table(spark: SparkSession, name: str, calls: list[MaintenanceCall], summary: dict[str, Any]) -> None:
+    """:func:`run_table` with this session's driver checks (:func:`driver_failure`, :func:`more_heap_advice`)."""
+    run_table(
+        spark, name, calls, summary, driver_lost=lambda exc: driver_failure(spark, exc), heap_advice=more_heap_advice()
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,14 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.skip_audit or args.table):
             for name in audit_identifiers(spark):
                 calls = maintenance_calls(name, audit_policy_of(name, overrides), now, prefix_listing=prefix_listing)
-                run_table(
-                    spark,
-                    name,
-                    calls,
-                    summary,
-                    driver_lost=lambda e: driver_failure(spark, e),
-                    heap_advice=more_heap_advice(),
-                )
+                _run_table(spark, name, calls, summary)
     except SparkDriverError:
         pass  # run_table logged it and put it in the summary; the session cannot maintain the tables left
     finally:

@@ -27,12 +27,16 @@ $(UV):
 	$(PYTHON) -m venv $(UV_VENV)
 	$(UV_VENV)/bin/pip install -q "uv==$(UV_VERSION)"
 
+# Bytecode is compiled at install: a process started with PYTHONDONTWRITEBYTECODE=1 (set on some machines) never
+# writes it, so without it every `airflow` task, DAG parse and `cdclake` run would compile its imports from source
 $(VENV)/.synced: requirements.lock pyproject.toml plugins/pyproject.toml | $(VENV)/bin/python $(UV)
-	VIRTUAL_ENV=$(VENV) $(UV) pip sync -q requirements.lock
+	VIRTUAL_ENV=$(VENV) $(UV) pip sync -q --compile-bytecode requirements.lock
 	VIRTUAL_ENV=$(VENV) $(UV) pip install -q --no-deps -e . -e plugins
 	touch $@
 
+# the project's own sources too (only those changed since their last compile)
 venv: $(VENV)/.synced  ## Python virtualenv from requirements.lock (+ cdclake and cdclake-airflow, editable)
+	@$(PY) -m compileall -q src plugins dags jobs > /dev/null
 
 DECODER_SOURCES := $(shell find jvm/decoder/src -name '*.java')
 

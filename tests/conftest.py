@@ -106,14 +106,16 @@ def stack() -> Iterator[Stack]:
     """The real local stack (``cdclake stack up``), one for the whole run.
 
     A stack that is already running (``cdclake stack up`` by hand) is reused and left running; otherwise the
-    session starts it and stops it at the end (``CDC_KEEP_STACK=1`` leaves it running).
+    session starts it and stops it at the end (``CDC_KEEP_STACK=1`` leaves it running). Its Airflow components
+    start only for the tests that use them (``stack_airflow`` in tests/integration/conftest.py): idle, they keep
+    about a quarter of a core busy, which the other tests need.
     """
     from cdclake.stack import Stack, StackConfig
 
     # _isolate_environment points CDC_LAKE_DIR elsewhere; the stack itself lives in the normal state dir.
     local = Stack(StackConfig.from_env())
     already_running = all(local.services[name].process.running() for name in local.service_names)
-    local.up()
+    local.up(airflow=False)
     yield local
     if not already_running and not os.environ.get("CDC_KEEP_STACK"):
         local.down()

@@ -3,8 +3,8 @@ triggerer (``cdclake stack up``), the demo driven through it, scheduled ingest r
 browser, and one ingest of a source at a time.
 
 The tests share one demo run (module order matters): ``cdclake demo`` first, the rest look at what it left.
-At the end the DAGs the demo turned on are paused again, so that the rest of the suite runs without scheduled
-Spark jobs beside it.
+At the end the DAGs the demo turned on are paused again, and the Airflow components stop (when this module
+started them, ``stack_airflow``), so that the rest of the suite runs without them beside it.
 """
 
 from __future__ import annotations
@@ -42,9 +42,10 @@ ARTIFACTS_ENV = "CDC_TEST_ARTIFACTS"
 
 
 @pytest.fixture(scope="module")
-def airflow(stack: Stack) -> Iterator[Any]:
-    """The stack's Airflow REST client; the demo's DAGs are paused again afterwards."""
-    client = stack.airflow.client()
+def airflow(stack_airflow: Stack) -> Iterator[Any]:
+    """The stack's Airflow REST client (its components running for this module); the demo's DAGs are paused
+    again afterwards."""
+    client = stack_airflow.airflow.client()
     yield client
     for dag_id in DEMO_DAGS:
         if client.dag(dag_id) is not None:

@@ -146,7 +146,7 @@ def capture(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         cap.ingest_until_equal()
         yield cap
     finally:
-        stack.up()  # a scenario that failed half-way may have left a service down
+        stack.up(airflow=False)  # a scenario that failed half-way may have left a service down
         remove_source(stack, client, "postgres", src.spec, (src.customers, src.orders, src.spec.signal_table))
 
 
@@ -164,7 +164,7 @@ def test_connect_worker_sigkilled_mid_stream_then_restarted(capture: Capture, st
     writer.join(timeout=120)
     assert not writer.is_alive()
     _wait_gone(connect.process, stack.config.host, stack.config.connect_port)
-    stack.up()
+    stack.up(airflow=False)
     wait_running(stack.connect_client(), capture.src.spec.name, timeout_s=180)
     # every change made reaches Kafka at least once (replayed ones sit beyond the expected offsets)
     ends = wait_for_records(capture.bootstrap, writes, timeout_s=240)
@@ -195,7 +195,7 @@ def test_kafka_broker_restarted_during_a_batch(capture: Capture, stack: Stack) -
     assert kafka.process.stop(timeout_s=60)
     time.sleep(3.0)
     _wait_gone(kafka.process, stack.config.host, stack.config.kafka_port)
-    stack.up()
+    stack.up(airflow=False)
     out, err = proc.communicate(timeout=600)
     print(f"ingest during the broker restart: exit {proc.returncode}")
     assert proc.returncode in (0, 1), out[-2000:] + err[-4000:]

@@ -79,13 +79,14 @@ demo: install  ## start the local stack and run the demo pipeline end to end (PR
 	CDC_STACK_PROFILE=$(PROFILE) $(VENV)/bin/cdclake demo
 
 # Two pytest processes at once: the tests on the shared local stack (marker shared_stack, tests/conftest.py), in file
-# order, and the others beside them; the first's output follows the second's. Exit status 5 (no test selected) of
-# one of them counts as success when the other ran tests.
+# order, and the others beside them; the first's output follows the second's, from its start and live until it ends.
+# Exit status 5 (no test selected) of one of them counts as success when the other ran tests.
 test: install  ## run the whole test suite (unit, DAG and integration tests)
 	@$(VENV)/bin/pytest -m shared_stack $(PYTEST_ARGS) > .pytest-shared-stack.log 2>&1 & stack=$$!; \
 	$(VENV)/bin/pytest -m "not shared_stack" $(PYTEST_ARGS); rest=$$?; \
+	echo "=== the tests on the shared local stack (pytest -m shared_stack) ==="; \
+	tail -n +1 --pid=$$stack -f .pytest-shared-stack.log; \
 	wait $$stack; shared=$$?; \
-	echo "=== the tests on the shared local stack (pytest -m shared_stack) ==="; cat .pytest-shared-stack.log; \
 	echo "make test: pytest exit status $$rest (the others), $$shared (on the shared local stack)"; \
 	[ $$rest -eq 0 -a $$shared -eq 0 ] || [ $$rest -eq 0 -a $$shared -eq 5 ] || [ $$rest -eq 5 -a $$shared -eq 0 ]
 

@@ -150,6 +150,7 @@ def _generated_config(spec: ConnectorSpec, db: DatabaseEndpoint) -> dict[str, st
 
     config[p.PROVIDE_TRANSACTION_METADATA] = _stringify(spec.transaction_metadata)
     config[p.HEARTBEAT_INTERVAL_MS] = str(spec.heartbeat_interval_ms)
+    config[p.POLL_INTERVAL_MS] = str(spec.poll_interval_ms)
     config[p.ERRORS_MAX_RETRIES] = str(spec.errors_max_retries)
     config[p.TOMBSTONES_ON_DELETE] = "true"
     config[p.SKIPPED_OPERATIONS] = p.SKIPPED_OPERATIONS_DEFAULT

@@ -44,6 +44,12 @@ SKIPPED_OPERATIONS = "skipped.operations"
 #: Debezium skips truncates by default (``t``); the lake applies them (rows before the truncate go)
 SKIPPED_OPERATIONS_DEFAULT = "none"
 HEARTBEAT_INTERVAL_MS_DEFAULT = 10_000
+#: How long the connector's task gathers change events before it hands them to Connect, unless a batch
+#: (``max.batch.size``, 2,048) fills first. Under a load that does not fill a batch in that time, every change waits
+#: it out before it reaches Kafka, which Debezium's own default (500 ms) makes a noticeable part of a continuous
+#: follower's latency (docs/benchmarks.md, continuous mode)
+POLL_INTERVAL_MS = "poll.interval.ms"
+POLL_INTERVAL_MS_DEFAULT = 100
 #: Debezium's retries of a retriable error (a lost connection, a refused login) before the task fails; its own
 #: default, -1, retries for ever with the task RUNNING, so an operator never sees a lost privilege
 ERRORS_MAX_RETRIES = "errors.max.retries"

@@ -233,6 +233,7 @@ class ConnectorSpec(_SpecModel):
     transaction_metadata: bool = True
     notifications: bool = True
     heartbeat_interval_ms: Annotated[int, Field(ge=0)] = p.HEARTBEAT_INTERVAL_MS_DEFAULT
+    poll_interval_ms: Annotated[int, Field(ge=1)] = p.POLL_INTERVAL_MS_DEFAULT
     errors_max_retries: Annotated[int, Field(ge=-1)] = p.ERRORS_MAX_RETRIES_DEFAULT
     converters: ConverterOptions = ConverterOptions()
     extra: dict[str, ExtraValue] = Field(default_factory=dict)

@@ -179,6 +179,7 @@ INVALID_CASES = [
     (lambda r: r.__setitem__("extra", {"ssl.key.password": "pw"}), "extra.ssl.key.password", "looks like a secret"),
     (lambda r: r.__setitem__("extra_overrides", ["snapshot.mode"]), "extra_overrides[0]", "is not a key of extra"),
     (lambda r: r.__setitem__("heartbeat_interval_ms", -1), "heartbeat_interval_ms", "greater than or equal to 0"),
+    (lambda r: r.__setitem__("poll_interval_ms", 0), "poll_interval_ms", "greater than or equal to 1"),
     (lambda r: r.__setitem__("tables", []), "tables", "at least 1 item"),
 ]
 

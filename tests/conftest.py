@@ -105,16 +105,19 @@ def spark(spark_lake_dir: Path) -> Iterator[SparkSession]:
 def stack() -> Iterator[Stack]:
     """The real local stack (``cdclake stack up``), one for the whole run.
 
-    A stack that is already running (``cdclake stack up`` by hand) is reused and left running; otherwise the
-    session starts it and stops it at the end (``CDC_KEEP_STACK=1`` leaves it running). Its Airflow components
-    start only for the tests that use them (``stack_airflow`` in tests/integration/conftest.py): idle, they keep
-    about a quarter of a core busy, which the other tests need.
+    A stack that is already running (``cdclake stack up`` by hand, or without Airflow as the benchmarks start it) is
+    reused and left running; otherwise the session starts it and stops it at the end (``CDC_KEEP_STACK=1`` leaves
+    it running). Its Airflow components start only for the tests that use them (``stack_airflow`` in
+    tests/integration/conftest.py): idle, they keep about a quarter of a core busy, which the other tests need.
     """
     from cdclake.stack import Stack, StackConfig
+    from cdclake.stack.airflow import COMPONENTS
 
     # _isolate_environment points CDC_LAKE_DIR elsewhere; the stack itself lives in the normal state dir.
     local = Stack(StackConfig.from_env())
-    already_running = all(local.services[name].process.running() for name in local.service_names)
+    already_running = all(
+        local.services[name].process.running() for name in local.service_names if name not in COMPONENTS
+    )
     local.up(airflow=False)
     yield local
     if not already_running and not os.environ.get("CDC_KEEP_STACK"):

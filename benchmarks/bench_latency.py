@@ -12,12 +12,16 @@ holding its key (its ``timestamp-ms``, the writer's commit time). Latency is tha
 time, over every inserted row still live at the end (one inserted and deleted within a batch never shows) and
 committed after the oldest snapshot the follower kept (on a run longer than its ``--keep-snapshots`` commits,
 the earlier rows' own snapshots are expired; the script says how many rows that leaves out). The
-follower is stopped once the table holds all of them. Both clocks are this machine's.
+follower is stopped once the table holds all of them. The latency is also split at the row's insert record's
+Kafka timestamp (set by Connect's producer): source commit -> in Kafka (Debezium's ``poll.interval.ms`` wait, the
+producer) and in Kafka -> visible (the follower). Both clocks are this machine's.
 
-Usage: ``.venv/bin/python benchmarks/bench_latency.py [--rate 1000] [--seconds 60] [--compact-every N]`` (starts
-the stack, without Airflow, if it is down). Prints the latency percentiles, the batches' walls and the median of
-each phase, then each batch's records, wall, apply and upkeep (compaction, snapshot expiry) time, and what the
-table holds for a reader at the end (its files, a full scan's time).
+Usage: ``.venv/bin/python benchmarks/bench_latency.py [--rate 1000] [--seconds 60] [--compact-every N]
+[--debezium-poll-ms MS]`` (starts the stack, without Airflow, if it is down; ``--debezium-poll-ms`` registers the
+connector again with that ``poll.interval.ms`` instead of the spec's). Prints the latency percentiles (whole and
+split), the batches' walls and the median of each phase, then each batch's records, wall, apply and upkeep
+(compaction, snapshot expiry) time, and what the table holds for a reader at the end (its files, a full scan's
+time).
 """
 
 from __future__ import annotations
@@ -111,6 +115,41 @@ def drained(lines: list[tuple[float, str]], since: float) -> bool:
     return (bool(done) or idle) and time.monotonic() - last > 10
 
 
+def in_kafka(bootstrap: str, topic: str, start: int, keys: set[int], timeout_s: float = 120.0) -> dict[int, float]:
+    """When each of ``keys`` first reached ``topic`` (partition 0) at or after offset ``start``: its record's Kafka
+    timestamp (epoch seconds; set by Connect's producer when the connector's task hands it the record)."""
+    from confluent_kafka import Consumer, KafkaError
+    from confluent_kafka import TopicPartition as CTP
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "bench-latency", "enable.auto.commit": False,
+         "enable.partition.eof": True, "log_level": 0}
+    )  # fmt: skip
+    arrived: dict[int, float] = {}
+    deadline = time.monotonic() + timeout_s
+    try:
+        consumer.assign([CTP(topic, 0, start)])
+        while time.monotonic() < deadline:
+            messages = consumer.consume(num_messages=5000, timeout=1.0)
+            if any(m.error() is not None and m.error().code() == KafkaError._PARTITION_EOF for m in messages):
+                messages = [m for m in messages if m.error() is None]
+                done = True
+            else:
+                done = False
+            for message in messages:
+                if message.error() is not None or message.key() is None:
+                    continue
+                key = json.loads(message.key())
+                key = int((key.get("payload", key) or {}).get("id", -1))
+                if key in keys and key not in arrived:
+                    arrived[key] = message.timestamp()[1] / 1000
+            if done:
+                break
+    finally:
+        consumer.close()
+    return arrived
+
+
 def in_lake(lake: Path, identifier: str, keys: Iterable[int]) -> bool:
     """Whether the lake's table holds every key of ``keys``."""
     from pyiceberg.exceptions import NoSuchTableError
@@ -181,12 +220,21 @@ def main() -> None:
     parser.add_argument(
         "--compact-every", type=int, default=None, help="the follower's --compact-every (default: its default)"
     )
+    parser.add_argument(
+        "--debezium-poll-ms",
+        type=int,
+        default=None,
+        help="register the connector with this poll.interval.ms (default: the spec's)",
+    )
     args = parser.parse_args()
 
+    from cdclake.ingest.sources import KafkaRecordSource
     from cdclake.lake import LakeConfig
     from cdclake.lake.names import catalog_identifier, spec_table_identifier
 
-    stack, spec = postgres_source()
+    stack, spec = postgres_source(poll_interval_ms=args.debezium_poll_ms)
+    topic = f"{spec.topic_prefix}.{TABLE}"
+    print(f"connector {spec.connect_name}: poll.interval.ms {spec.poll_interval_ms}", flush=True)
 
     work = Path(tempfile.mkdtemp(prefix="cdclake-bench-latency-"))
     lake, summary_file = work / "lake", work / "summary.json"
@@ -211,6 +259,7 @@ def main() -> None:
         time.sleep(0.5)
     print(f"follower warm after {time.monotonic() - t0:.1f} s ({len(lines)} lines); load starts", flush=True)
 
+    _, ends = KafkaRecordSource(spec.kafka_bootstrap_servers, [topic]).watermarks()
     started = time.monotonic()
     commits, events = load(stack, args.rate, args.seconds)
     ended = time.monotonic()
@@ -236,6 +285,9 @@ def main() -> None:
     if len(visible) != len(measured):
         raise SystemExit(f"{len(measured) - len(visible)} of {len(measured)} inserted rows never became visible")
     latency = [visible[key] - measured[key] for key in measured]
+    arrived = in_kafka(spec.kafka_bootstrap_servers, topic, ends.get((topic, 0), 0), set(measured))
+    to_kafka = [arrived[key] - measured[key] for key in measured if key in arrived]
+    from_kafka = [visible[key] - arrived[key] for key in measured if key in arrived]
     loaded = [b for _, b in batches(lines, started) if b["records"]]  # the load's batches
     walls = [sum(b["phases_s"].values()) for b in loaded]
     print(
@@ -243,6 +295,14 @@ def main() -> None:
         f"p50 {_percentile(latency, 0.5):.2f} s, p90 {_percentile(latency, 0.9):.2f} s, "
         f"p99 {_percentile(latency, 0.99):.2f} s, max {max(latency):.2f} s"
     )
+    if to_kafka:
+        print(
+            f"  of which source commit -> in Kafka (Debezium, Connect's producer), {len(to_kafka):,} rows: "
+            f"p50 {_percentile(to_kafka, 0.5):.2f} s, p90 {_percentile(to_kafka, 0.9):.2f} s, "
+            f"p99 {_percentile(to_kafka, 0.99):.2f} s; in Kafka -> visible (the follower): "
+            f"p50 {_percentile(from_kafka, 0.5):.2f} s, p90 {_percentile(from_kafka, 0.9):.2f} s, "
+            f"p99 {_percentile(from_kafka, 0.99):.2f} s"
+        )
     if walls:
         print(
             f"batches under load: {len(walls)}, wall median {statistics.median(walls):.2f} s "

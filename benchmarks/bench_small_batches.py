@@ -1,14 +1,14 @@
 """Figures for small batches from Kafka in one warm Spark session (what `cdclake ingest --follow` runs).
 
-Usage: .venv/bin/python benchmarks/bench_small_batches.py [--batches 5] [--lake DIR]
+Usage: .venv/bin/python benchmarks/bench_small_batches.py [--batches 5] [--lake DIR] [--jobs]
 
 Starts the local stack if it is down and registers the stack's PostgreSQL connector (spec ``postgres``, the
 demo's tables, transaction metadata on). In one SparkSession, first drains what the topics hold, then
 ``--batches`` times: writes one demo workload (inserts, updates, deletes, multi-table transactions; about 60
 records with BEGIN/END), waits 3 s, runs one batch (:func:`cdclake.ingest.runner.ingest_from_kafka`). Prints
 each batch's wall time, its phases, the time spent inside Spark jobs (from Spark's status API) and the generated
-classes it compiled (Spark's codegen metrics), then the median of the warm batches. Prints figures; asserts
-nothing.
+classes it compiled (Spark's codegen metrics), then the median of the warm batches; ``--jobs`` also lists each
+batch's Spark jobs (time, call site). Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ def _job_seconds(job: dict[str, object]) -> float:
     return (datetime.strptime(str(end)[:23], "%Y-%m-%dT%H:%M:%S.%f") - start).total_seconds() if end else 0.0
 
 
-def postgres_source() -> tuple[Any, Any]:
+def postgres_source(poll_interval_ms: int | None = None) -> tuple[Any, Any]:
     """The local stack (started if down, without Airflow, whose scheduled runs would share the two cores) with the
     demo schema and its PostgreSQL connector (spec ``postgres``) registered and running; returns the stack and
-    the spec."""
-    from cdclake.connect.lifecycle import ensure_connector, wait_running
+    the spec. ``poll_interval_ms``: the connector is registered again with this Debezium ``poll.interval.ms``."""
+    from cdclake.connect.lifecycle import ensure_connector, register_connector, wait_running
     from cdclake.connectors import load_spec
     from cdclake.demo.database import apply_demo_schema
     from cdclake.stack import Stack
@@ -48,8 +48,13 @@ def postgres_source() -> tuple[Any, Any]:
     stack.up(airflow=False)
     apply_demo_schema(stack)
     spec = load_spec("postgres")
+    if poll_interval_ms is not None:
+        spec = spec.model_copy(update={"poll_interval_ms": poll_interval_ms})
     client = stack.connect_client()
-    ensure_connector(client, spec, stack.database_endpoint(spec))
+    if poll_interval_ms is not None:
+        register_connector(client, spec, stack.database_endpoint(spec))
+    else:
+        ensure_connector(client, spec, stack.database_endpoint(spec))
     wait_running(client, spec.name)
     return stack, spec
 
@@ -58,6 +63,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batches", type=int, default=5)
     parser.add_argument("--lake", type=Path, default=None, help="embedded lake (default: a temporary one)")
+    parser.add_argument("--jobs", action="store_true", help="also list each batch's Spark jobs: time, call site")
     args = parser.parse_args()
 
     from cdclake.demo.database import app_sql
@@ -98,6 +104,9 @@ def main() -> None:
                 f"batch {i + 1}: {summary.records} records, {wall:.1f} s; {len(new)} Spark jobs, "
                 f"{sum(_job_seconds(j) for j in new):.1f} s inside them; {compiled} classes compiled; phases: {phases}"
             )
+            if args.jobs:
+                for job in sorted(new, key=lambda j: int(str(j["jobId"]))):
+                    print(f"    job {job['jobId']}: {_job_seconds(job):.2f} s  {job.get('description') or job['name']}")
         if len(walls) > 1:
             print(f"median of batches 2-{len(walls)}: {statistics.median(walls[1:]):.1f} s")
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 
 import typer
@@ -38,6 +39,33 @@ app.add_typer(quarantine_cli.app, name="quarantine")
 app.command(name="audit")(audit)
 app.add_typer(spark_cli.app, name="spark")
 err = Console(stderr=True)
+
+
+def flow(doc: str) -> str:
+    """A command's docstring as ``--help`` text: the lines of each paragraph joined, so that the terminal wraps
+    them (Typer keeps a docstring's line breaks, which leaves ragged lines in a terminal narrower than the source);
+    a paragraph with an indented, listed (``- ``, ``* ``) or ``\\b``-marked line keeps its breaks, and what follows a
+    ``\\f`` line is kept as is (pure)."""
+    head, mark, tail = inspect.cleandoc(doc).partition("\n\f")
+    paragraphs = []
+    for paragraph in head.split("\n\n"):
+        lines = paragraph.splitlines()
+        kept = paragraph.startswith("\b") or any(line.startswith((" ", "- ", "* ", "\b")) for line in lines[1:])
+        paragraphs.append(paragraph if kept else " ".join(line.strip() for line in lines))
+    return "\n\n".join(paragraphs) + mark + tail
+
+
+def _flow_commands(typer_app: typer.Typer) -> None:
+    """Set every command's help (that has none of its own) to its callback's docstring, flowed (:func:`flow`)."""
+    for command in typer_app.registered_commands:
+        if command.help is None and command.callback is not None and command.callback.__doc__:
+            command.help = flow(command.callback.__doc__)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _flow_commands(group.typer_instance)
+
+
+_flow_commands(app)
 
 
 def _version(value: bool) -> None:

@@ -18,7 +18,7 @@ producer) and in Kafka -> visible (the follower). Both clocks are this machine's
 
 Usage: ``.venv/bin/python benchmarks/bench_latency.py [--rate 1000] [--seconds 60] [--compact-every N]
 [--debezium-poll-ms MS]`` (starts the stack, without Airflow, if it is down; ``--debezium-poll-ms`` registers the
-connector again with that ``poll.interval.ms`` instead of the spec's). Prints the latency percentiles (whole and
+connector again with that ``poll.interval.ms`` instead of the spec's for the run, and with the spec's after it). Prints the latency percentiles (whole and
 split), the batches' walls and the median of each phase, then each batch's records, wall, apply and upkeep
 (compaction, snapshot expiry) time, and what the table holds for a reader at the end (its files, a full scan's
 time).

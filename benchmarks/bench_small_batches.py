@@ -38,7 +38,8 @@ def _job_seconds(job: dict[str, object]) -> float:
 def postgres_source(poll_interval_ms: int | None = None) -> tuple[Any, Any]:
     """The local stack (started if down, without Airflow, whose scheduled runs would share the two cores) with the
     demo schema and its PostgreSQL connector (spec ``postgres``) registered and running; returns the stack and
-    the spec. ``poll_interval_ms``: the connector is registered again with this Debezium ``poll.interval.ms``."""
+    the spec. ``poll_interval_ms``: the connector is registered again with this Debezium ``poll.interval.ms``, and
+    with the spec's own again when the process exits."""
     from cdclake.connect.lifecycle import ensure_connector, register_connector, wait_running
     from cdclake.connectors import load_spec
     from cdclake.demo.database import apply_demo_schema
@@ -52,7 +53,11 @@ def postgres_source(poll_interval_ms: int | None = None) -> tuple[Any, Any]:
         spec = spec.model_copy(update={"poll_interval_ms": poll_interval_ms})
     client = stack.connect_client()
     if poll_interval_ms is not None:
+        import atexit
+
         register_connector(client, spec, stack.database_endpoint(spec))
+        own = load_spec("postgres")
+        atexit.register(register_connector, client, own, stack.database_endpoint(own))
     else:
         ensure_connector(client, spec, stack.database_endpoint(spec))
     wait_running(client, spec.name)

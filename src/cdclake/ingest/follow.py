@@ -60,6 +60,11 @@ TIDY_EVERY_BATCHES = 100
 #: A follower compacts the recent files of a table after every this many batches that changed it
 #: (``--compact-every``).
 COMPACT_EVERY_DEFAULT = 10
+#: A follower's batches hold at most this many records unless told otherwise (``--max-records``; 0: no cap). A
+#: follower started on a large backlog (its first drain) then applies it in batches that each commit and fit the
+#: driver's default heap, where one batch of a few million schema-carrying records can exhaust it; a batch of a
+#: million records still spreads the batch's fixed cost thin.
+MAX_RECORDS_DEFAULT = 1_000_000
 #: With compaction on, a follower compacts the lake's audit tables after every this many of its batches.
 AUDIT_COMPACT_EVERY_BATCHES = 100
 
@@ -75,6 +80,7 @@ class FollowOptions:
         hold_retry_s: seconds after a batch that held incomplete transactions before the next one, new records
             or not.
         max_records: cap on the records of one batch (None: up to the end offsets at the batch's start).
+            :meth:`from_flags` sets :data:`MAX_RECORDS_DEFAULT` when the flag is left out.
         lock_wait_s: seconds a batch waits for another run of the source to release its lock; past that the
             follower waits ``poll_s`` and tries again.
         keep_snapshots: snapshots kept of each table the follower writes (:class:`TableUpkeep`); None leaves
@@ -94,13 +100,20 @@ class FollowOptions:
 
     @classmethod
     def from_flags(
-        cls, *, keep_snapshots: int | None = None, compact_every: int | None = None, **options: Any
+        cls,
+        *,
+        keep_snapshots: int | None = None,
+        compact_every: int | None = None,
+        max_records: int | None = None,
+        **options: Any,
     ) -> FollowOptions:
-        """The options of a command line's flags (``--keep-snapshots``, ``--compact-every`` and ``options``): a
-        flag left out (None) takes its default, and 0 turns that upkeep off (leaves it to the maintenance)."""
+        """The options of a command line's flags (``--keep-snapshots``, ``--compact-every``, ``--max-records`` and
+        ``options``): a flag left out (None) takes its default, and 0 turns that upkeep, or the cap, off (upkeep
+        left to the maintenance; a batch up to the end offsets)."""
         return cls(
             keep_snapshots=KEEP_SNAPSHOTS_DEFAULT if keep_snapshots is None else keep_snapshots or None,
             compact_every=COMPACT_EVERY_DEFAULT if compact_every is None else compact_every or None,
+            max_records=MAX_RECORDS_DEFAULT if max_records is None else max_records or None,
             **options,
         )
 
@@ -115,6 +128,8 @@ class FollowOptions:
             raise ValueError(f"run_for_s must be 0 or more, not {self.run_for_s}")
         if self.max_batches is not None and self.max_batches < 1:
             raise ValueError(f"max_batches must be 1 or more, not {self.max_batches}")
+        if self.max_records is not None and self.max_records < 1:
+            raise ValueError(f"max_records must be 1 or more, not {self.max_records}")
 
 
 @dataclass

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from cdclake.cli import ingest as ingest_cli
 from cdclake.cli.main import app
-from cdclake.ingest.follow import COMPACT_EVERY_DEFAULT, KEEP_SNAPSHOTS_DEFAULT, FollowOptions
+from cdclake.ingest.follow import COMPACT_EVERY_DEFAULT, KEEP_SNAPSHOTS_DEFAULT, MAX_RECORDS_DEFAULT, FollowOptions
 
 
 @pytest.fixture
@@ -32,9 +32,12 @@ def followed(monkeypatch: pytest.MonkeyPatch) -> list[FollowOptions]:
         ([], "compact_every", COMPACT_EVERY_DEFAULT),
         (["--compact-every", "3"], "compact_every", 3),
         (["--compact-every", "0"], "compact_every", None),
+        ([], "max_records", MAX_RECORDS_DEFAULT),
+        (["--max-records", "5000"], "max_records", 5000),
+        (["--max-records", "0"], "max_records", None),
     ],
 )
-def test_the_upkeep_options_reach_the_follower(
+def test_the_follow_options_reach_the_follower(
     followed: list[FollowOptions], args: list[str], option: str, value: Any
 ) -> None:
     result = CliRunner().invoke(app, ["ingest", "--spec", "postgres", "--follow", *args])

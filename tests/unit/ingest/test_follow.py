@@ -65,6 +65,7 @@ def test_a_batch_is_due_at_start_on_new_records_after_a_cut_and_after_a_hold() -
         ({"poll_s": 0}, "poll_s"),
         ({"run_for_s": -1}, "run_for_s"),
         ({"max_batches": 0}, "max_batches"),
+        ({"max_records": 0}, "max_records"),
         ({"keep_snapshots": 0}, "keep_snapshots"),
         ({"compact_every": 0}, "compact_every"),
     ],

@@ -129,22 +129,19 @@ def in_kafka(bootstrap: str, topic: str, start: int, keys: set[int], timeout_s: 
     deadline = time.monotonic() + timeout_s
     try:
         consumer.assign([CTP(topic, 0, start)])
-        while time.monotonic() < deadline:
-            messages = consumer.consume(num_messages=5000, timeout=1.0)
-            if any(m.error() is not None and m.error().code() == KafkaError._PARTITION_EOF for m in messages):
-                messages = [m for m in messages if m.error() is None]
-                done = True
-            else:
-                done = False
-            for message in messages:
-                if message.error() is not None or message.key() is None:
+        done = False
+        while not done and time.monotonic() < deadline:
+            for message in consumer.consume(num_messages=5000, timeout=1.0):
+                error = message.error()
+                if error is not None:
+                    done = done or error.code() == KafkaError._PARTITION_EOF
+                    continue
+                if message.key() is None:
                     continue
                 key = json.loads(message.key())
                 key = int((key.get("payload", key) or {}).get("id", -1))
                 if key in keys and key not in arrived:
                     arrived[key] = message.timestamp()[1] / 1000
-            if done:
-                break
     finally:
         consumer.close()
     return arrived

@@ -464,6 +464,14 @@ class Settings:
         _positive_int,
         "a whole number of bytes, 1 or more",
     )
+    apply_threads: int = _var(
+        "CDC_APPLY_THREADS",
+        2,
+        "tables of one batch the ingestion job applies at once, each in a driver thread of its own (`1`: one "
+        "after another)",
+        _bounded_int(1, 32),
+        "a whole number from 1 to 32",
+    )
     lock_label: str = _var(
         "CDC_LOCK_LABEL",
         "",

@@ -274,20 +274,75 @@ def compile_with_the_tasks_class_loader(spark: SparkSession) -> bool:
     return True
 
 
+class SettingsLock:
+    """Keeps a session's temporary settings to the statements they are set for, when threads share the session.
+
+    A block that sets settings for its own statements (:func:`temporary_conf`, such as the commit properties and
+    the broadcast threshold of a MERGE) holds it alone; a statement that a thread runs beside such blocks and
+    whose plan or commit reads the session's settings (an Iceberg write, a join) holds it shared. The thread
+    that holds it alone may take it again, either way.
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._sharing = 0
+        self._owner: int | None = None
+        self._depth = 0
+
+    @contextmanager
+    def alone(self) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._changed:
+            while self._owner not in (None, me) or (self._owner is None and self._sharing):
+                self._changed.wait()
+            self._owner, self._depth = me, self._depth + 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._depth -= 1
+                if not self._depth:
+                    self._owner = None
+                    self._changed.notify_all()
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        if self._owner == threading.get_ident():  # inside its own block
+            yield
+            return
+        with self._changed:
+            while self._owner is not None:
+                self._changed.wait()
+            self._sharing += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._sharing -= 1
+                if not self._sharing:
+                    self._changed.notify_all()
+
+
+#: The process's :class:`SettingsLock` (a process has one session).
+SESSION_SETTINGS = SettingsLock()
+
+
 @contextmanager
 def temporary_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
-    """Set Spark session settings for the block; the earlier values (or their absence) come back after it."""
-    saved = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
+    """Set Spark session settings for the block; the earlier values (or their absence) come back after it. Holds
+    :data:`SESSION_SETTINGS` alone meanwhile: another thread's statements that share it wait."""
+    with SESSION_SETTINGS.alone():
+        saved = {key: spark.conf.get(key, None) for key in conf}
+        for key, value in conf.items():
+            spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, value)
 
 
 #: The Java error a JVM reports when its heap (or another of its memory areas) is exhausted.

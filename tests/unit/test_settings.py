@@ -65,6 +65,7 @@ GIVEN: dict[str, tuple[str, Any]] = {
     "s3_port": ("19000", 19000),
     "tx_max_incomplete_age_s": ("30.5", 30.5),
     "max_record_bytes": ("1048576", 1048576),
+    "apply_threads": ("4", 4),
     "lock_label": ("airflow dag/run/task", "airflow dag/run/task"),
     "fault_at": ("table:1", "table:1"),
     "fault_once": ("/tmp/ingest.crashed", Path("/tmp/ingest.crashed")),
@@ -91,6 +92,7 @@ BAD: dict[str, str] = {
     "spark_worker_memory": "lots",
     "tx_max_incomplete_age_s": "-1",
     "max_record_bytes": "0",
+    "apply_threads": "0",
     "log_level": "LOUD",
 }
 

@@ -1,7 +1,8 @@
 """Deterministic crash points for the exactly-once tests.
 
 ``CDC_FAULT_AT=<point>`` makes the process exit abruptly (``os._exit(137)``, as if SIGKILLed) when the
-job reaches that point: ``planned`` (ledger row written), ``table:N`` (after the N-th table's commit),
+job reaches that point: ``planned`` (ledger row written), ``table:N`` (after the N-th table's commit; the
+tables applied at once count in the order they finish, the others may be committing),
 ``tombstones`` (an upsert table's delete tombstones committed, its rows not yet), ``table-partial`` (after the
 first of an upsert table's two commits: its MERGE, before its append),
 ``before-commit`` (all tables applied, ledger not yet committed), ``after-commit``.

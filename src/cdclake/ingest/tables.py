@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,7 +32,7 @@ from cdclake.ingest.schema import (
 )
 from cdclake.ingest.summary import TableResult
 from cdclake.lake.names import TOMBSTONE_SUFFIX, sql_name, table_identifier, table_parts
-from cdclake.spark import temporary_conf
+from cdclake.spark import SESSION_SETTINGS, temporary_conf
 from cdclake.sql import quote_identifier, quote_name
 
 if TYPE_CHECKING:
@@ -60,6 +61,10 @@ BROADCAST_SOURCE_MAX_BYTES = 256 * 2**20
 #: fall outside them, so a file whose rows lie in key order (such as an initial snapshot of a table clustered by
 #: its key) is read only around the batch's keys.
 UPSERT_ROW_GROUP_BYTES = 8 * 2**20
+#: Held while a namespace is created: two tables of a source's first batch create theirs at once, and the JDBC
+#: catalog fails the second ``CREATE NAMESPACE IF NOT EXISTS`` of a namespace (a duplicate row) instead of
+#: finding it there.
+_NAMESPACES = threading.Lock()
 _TRANSFORMS = {"year": "years", "month": "months", "day": "days", "hour": "hours"}
 
 
@@ -100,7 +105,8 @@ def table_properties(spark: SparkSession, name: str) -> dict[str, str]:
 
 @contextmanager
 def snapshot_properties(spark: SparkSession, props: dict[str, str]) -> Iterator[None]:
-    """Put ``props`` into the summary of every Iceberg commit made inside the block."""
+    """Put ``props`` into the summary of every Iceberg commit made inside the block (a session setting: the other
+    threads' writes, which share :data:`~cdclake.spark.SESSION_SETTINGS`, wait meanwhile)."""
     with temporary_conf(spark, {SNAPSHOT_PROPERTY + key: value for key, value in props.items()}):
         yield
 
@@ -162,7 +168,8 @@ class TableApplier:
 
     def _namespace(self) -> None:
         parts = self.name.split(".")
-        self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {'.'.join(parts[:-1])}")
+        with _NAMESPACES:
+            self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {'.'.join(parts[:-1])}")
 
     def set_aside(self, suffix: str) -> str | None:
         """Rename the table to ``<table><suffix>`` and drop its tombstones, so the next apply creates it anew.
@@ -300,7 +307,8 @@ class TableApplier:
         writer = apply.insert_frame(rows, self.spark.table(self.name).schema, data_cols).writeTo(self.name)
         for key, value in props.items():
             writer = writer.option(f"snapshot-property.{key}", value)
-        writer.append()
+        with SESSION_SETTINGS.shared():
+            writer.append()
 
     def _append(self, frame: DataFrame, props: dict[str, str], result: TableResult) -> None:
         self._append_rows(frame, props)
@@ -341,12 +349,10 @@ class TableApplier:
         if first_batch:
             # a table's first batch (its initial snapshot, typically the largest): nothing stored, nothing
             # deleted before, so no event is stale and every key is new; no join against the empty tables
-            marked = (
+            marking = (
                 latest.withColumn(apply.STALE, F.lit(False))
                 .withColumn(apply.IN_TARGET, F.lit(False))
                 .withColumn(apply.TOMBSTONED, F.lit(False))
-                .observe(observed, *tallies)
-                .localCheckpoint(eager=True)
             )
             bounds: apply.KeyBounds = {}
         else:
@@ -358,13 +364,12 @@ class TableApplier:
             batch_keys = self._batch_keys(events, stats) if narrow else None
             stored = self._keys_and_positions(self.name, bounds)
             tombs = self._keys_and_positions(self.tombstones, bounds)
-            # materialised with its lineage cut: a MERGE whose source plan still scans the target table
-            # can silently match nothing (seen with Iceberg 1.11 merge-on-read deletes)
-            marked = (
-                apply.mark_stale(latest, stored, tombs, keys, batch_keys=batch_keys)
-                .observe(observed, *tallies)
-                .localCheckpoint(eager=True)
-            )
+            marking = apply.mark_stale(latest, stored, tombs, keys, batch_keys=batch_keys)
+        # materialised with its lineage cut: a MERGE whose source plan still scans the target table can silently
+        # match nothing (seen with Iceberg 1.11 merge-on-read deletes); its joins are planned with the broadcast
+        # threshold, a session setting
+        with SESSION_SETTINGS.shared():
+            marked = marking.observe(observed, *tallies).localCheckpoint(eager=True)
         try:
             tally = observed.get
             split = {key: int(tally[f"n{i}"]) for i, key in enumerate(splits) if tally[f"n{i}"]}
@@ -416,7 +421,8 @@ class TableApplier:
         keys = self.info.key_columns
         deleted = fresh.rows.where(F.col("_cdc_op") == "d")
         if redeleted < deletes:
-            apply.tombstone_rows(deleted.where(~F.col(apply.TOMBSTONED)), keys).writeTo(self.tombstones).append()
+            with SESSION_SETTINGS.shared():
+                apply.tombstone_rows(deleted.where(~F.col(apply.TOMBSTONED)), keys).writeTo(self.tombstones).append()
         if redeleted:
             sql = apply.tombstone_merge_sql(self.tombstones, f"cdc_batch_{fresh.tag}", keys, fresh.bounds)
             again = deleted.where(F.col(apply.TOMBSTONED)).select(*[quote_identifier(k) for k in keys], "_cdc_position")
@@ -464,21 +470,24 @@ class TableApplier:
         seen = table.groupBy(*key_cols).agg(
             F.max(F.greatest("_cdc_valid_from", F.coalesce("_cdc_valid_to", "_cdc_valid_from"))).alias("__seen")
         )
-        marked = (
-            events.join(seen, on=list(keys), how="left")
-            .withColumn(apply.STALE, F.coalesce(F.col("__seen") >= F.col("_cdc_position"), F.lit(False)))
-            .drop("__seen")
-            .localCheckpoint(eager=True)
-        )
-        counts = {
-            (r["_cdc_op"], r[apply.STALE]): int(r["count"])
-            for r in marked.groupBy("_cdc_op", apply.STALE).count().collect()
-        }
-        result.count_ops(counts)
-        fresh = marked.where(~F.col(apply.STALE)).drop(apply.STALE)
-        current = table.where("_cdc_is_current").select(*key_cols, *[F.col(quote_identifier(c)) for c in stats.keep])
-        versions = apply.scd2_versions(fresh, current, keys, data_cols, stats.keep).localCheckpoint(eager=True)
-        closes = fresh.groupBy(*key_cols).agg(F.min("_cdc_position").alias("_close_at")).localCheckpoint(eager=True)
+        with SESSION_SETTINGS.shared():  # joins: their broadcast threshold is a session setting
+            marked = (
+                events.join(seen, on=list(keys), how="left")
+                .withColumn(apply.STALE, F.coalesce(F.col("__seen") >= F.col("_cdc_position"), F.lit(False)))
+                .drop("__seen")
+                .localCheckpoint(eager=True)
+            )
+            counts = {
+                (r["_cdc_op"], r[apply.STALE]): int(r["count"])
+                for r in marked.groupBy("_cdc_op", apply.STALE).count().collect()
+            }
+            result.count_ops(counts)
+            fresh = marked.where(~F.col(apply.STALE)).drop(apply.STALE)
+            current = table.where("_cdc_is_current").select(
+                *key_cols, *[F.col(quote_identifier(c)) for c in stats.keep]
+            )
+            versions = apply.scd2_versions(fresh, current, keys, data_cols, stats.keep).localCheckpoint(eager=True)
+            closes = fresh.groupBy(*key_cols).agg(F.min("_cdc_position").alias("_close_at")).localCheckpoint(eager=True)
         tag = abs(hash(self.name))
         versions.createOrReplaceTempView(f"cdc_versions_{tag}")
         closes.createOrReplaceTempView(f"cdc_closes_{tag}")
@@ -503,7 +512,8 @@ class TableApplier:
         )
         view = f"cdc_open_{abs(hash(self.name))}"
         open_keys.createOrReplaceTempView(view)
-        self.spark.sql(apply.close_versions_sql(self.name, view, keys, position))
+        with SESSION_SETTINGS.shared():  # a commit: the session's settings give it properties
+            self.spark.sql(apply.close_versions_sql(self.name, view, keys, position))
         self.spark.sql(f"ALTER TABLE {self.name} SET TBLPROPERTIES ('{TRUNCATED_AT}'='{json.dumps(position)}')")
         return position
 
@@ -524,7 +534,8 @@ class TableApplier:
             return
         view = f"cdc_doomed_{abs(hash(table))}"
         doomed.createOrReplaceTempView(view)
-        self.spark.sql(apply.delete_older_sql(table, view, keys, position))
+        with SESSION_SETTINGS.shared():  # a commit: the session's settings give it properties
+            self.spark.sql(apply.delete_older_sql(table, view, keys, position))
 
     def _handle_truncate(self, position: list[int] | None) -> list[int] | None:
         """Apply the batch's last truncate (rows older than it go); return the table's truncate position."""

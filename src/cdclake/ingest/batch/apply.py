@@ -10,6 +10,7 @@ are held in ``cdc_audit.quarantine``, and so are the later batches' until the ta
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -34,11 +35,14 @@ from cdclake.ingest.summary import TableResult
 from cdclake.ingest.tables import TableApplier
 from cdclake.ingest.transactions import before_cuts
 from cdclake.lake import audit
+from cdclake.settings import settings
+from cdclake.spark import SESSION_SETTINGS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from cdclake.decode.batch import TableStats
+    from cdclake.decode.options import TableId
     from cdclake.ingest.batch.context import BatchContext
     from cdclake.ingest.batch.decode import BatchDecoded
     from cdclake.ingest.batch.plan import BatchPlan
@@ -59,7 +63,10 @@ class Applied:
 def apply_tables(
     ctx: BatchContext, plan: BatchPlan, decoded: BatchDecoded, tx: TxDecision, records: BatchRecords
 ) -> Applied:
-    """Apply every table of the batch, in name order; then record the releases' outcomes (once per batch).
+    """Apply every table of the batch, up to ``CDC_APPLY_THREADS`` at once, each in a thread of its own (a table's
+    commits keep their order; the first failure stops the tables not started yet); then record the releases'
+    outcomes (once per batch). The results are in name order; ``CDC_FAULT_AT=table:N`` is reached after the N-th
+    table to finish.
 
     Raises:
         SchemaEvolutionError: when a table's schema policy is ``fail`` and its schema changed.
@@ -69,38 +76,27 @@ def apply_tables(
         outcomes: list[ReleaseRecord] = []
         # before any outcome row: a redo finds the release still pending and does not copy twice
         discards = {s.table: _discard_held(ctx, plan, s) for s in plan.releases if s not in plan.replays}
+        ordered = sorted(batch.tables, key=lambda t: t.name)
+        done: dict[TableId, tuple[TableResult, ReleaseRecord | None]] = {}
+        threads = max(1, min(settings().apply_threads, len(ordered)))
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="cdclake-apply") as pool:
+            futures = {pool.submit(_apply_one, ctx, plan, decoded, tx, records, discards, t): t for t in ordered}
+            try:
+                for future in as_completed(futures):
+                    result, outcome = future.result()
+                    done[futures[future]] = (result, outcome)
+                    crash_point(f"table:{len(done)}")
+                    logger.info(
+                        "source %s batch %s table %s: %s", ctx.name, plan.batch_id, result.table, result.as_dict()
+                    )
+            except BaseException:
+                pool.shutdown(cancel_futures=True)  # the tables not started yet are not applied
+                raise
         tables: dict[str, TableResult] = {}
-        for table_id, frame in sorted(batch.tables.items(), key=lambda kv: kv[0].name):
-            info = batch.table_info[table_id]
-            applier = TableApplier(spark, info, ctx.source.lake_options(table_id), tx.commit_properties)
-            # the counting pass observed the stats of all the table's decoded rows: they hold when every one of
-            # them is applied (no cut in the table's topics, no released records among them)
-            whole = not plan.replays and not any(topic in info.topics for topic, _ in tx.cuts)
-            discarded = discards.get(applier.identifier)
-            result, outcome = _apply_table(
-                ctx,
-                plan,
-                applier,
-                before_cuts(frame, tx.cuts),
-                before_cuts(decoded.own[table_id], tx.cuts),
-                # a discarded table takes its own events as if it had never been quarantined
-                None if discarded else plan.quarantined.get(applier.identifier),
-                records.frame,
-                decoded.blocked.get(applier.identifier),
-                batch.table_stats(table_id) if whole else None,
-            )
-            if discarded:
-                held, outcome = discarded
-                result.released = {
-                    "action": ReleaseAction.DISCARD.value,
-                    "records": held.records,
-                    "batches": list(held.batches),
-                }
-            result.decoded = decoded.counts.table_ops(table_id)
+        for table_id in ordered:
+            result, outcome = done[table_id]
             outcomes += [outcome] if outcome else []
             tables[result.table] = result
-            crash_point(f"table:{len(tables)}")
-            logger.info("source %s batch %s table %s: %s", ctx.name, plan.batch_id, result.table, result.as_dict())
         for state in plan.releases:
             if state.table in discards and state.table not in tables:  # no event of its own
                 outcomes.append(discards[state.table][1])
@@ -110,6 +106,47 @@ def apply_tables(
         rows = [o.row() for o in outcomes]
         audit.append_rows(spark, audit.RELEASES, rows, plan.batch_id, redo=plan.redo)
         return Applied(tables, outcomes)
+
+
+def _apply_one(
+    ctx: BatchContext,
+    plan: BatchPlan,
+    decoded: BatchDecoded,
+    tx: TxDecision,
+    records: BatchRecords,
+    discards: dict[str, tuple[QuarantineState, ReleaseRecord]],
+    table_id: TableId,
+) -> tuple[TableResult, ReleaseRecord | None]:
+    """Apply one table of the batch (:func:`_apply_table`) with what the batch knows of it; runs in a thread of
+    :func:`apply_tables`."""
+    batch = decoded.batch
+    info = batch.table_info[table_id]
+    applier = TableApplier(ctx.spark, info, ctx.source.lake_options(table_id), tx.commit_properties)
+    # the counting pass observed the stats of all the table's decoded rows: they hold when every one of
+    # them is applied (no cut in the table's topics, no released records among them)
+    whole = not plan.replays and not any(topic in info.topics for topic, _ in tx.cuts)
+    discarded = discards.get(applier.identifier)
+    result, outcome = _apply_table(
+        ctx,
+        plan,
+        applier,
+        before_cuts(batch.tables[table_id], tx.cuts),
+        before_cuts(decoded.own[table_id], tx.cuts),
+        # a discarded table takes its own events as if it had never been quarantined
+        None if discarded else plan.quarantined.get(applier.identifier),
+        records.frame,
+        decoded.blocked.get(applier.identifier),
+        batch.table_stats(table_id) if whole else None,
+    )
+    if discarded:
+        held, outcome = discarded
+        result.released = {
+            "action": ReleaseAction.DISCARD.value,
+            "records": held.records,
+            "batches": list(held.batches),
+        }
+    result.decoded = decoded.counts.table_ops(table_id)
+    return result, outcome
 
 
 def _apply_table(
@@ -261,5 +298,6 @@ def _quarantine(
         "timestamp",
         "headers",
     )
-    audit.append_frame(ctx.spark, audit.QUARANTINE, held, f"{plan.batch_id}:{identifier}", redo=plan.redo)
+    with SESSION_SETTINGS.shared():  # a commit, in a thread of the apply phase: see apply_tables
+        audit.append_frame(ctx.spark, audit.QUARANTINE, held, f"{plan.batch_id}:{identifier}", redo=plan.redo)
     return events

@@ -61,6 +61,9 @@ BROADCAST_SOURCE_MAX_BYTES = 256 * 2**20
 #: fall outside them, so a file whose rows lie in key order (such as an initial snapshot of a table clustered by
 #: its key) is read only around the batch's keys.
 UPSERT_ROW_GROUP_BYTES = 8 * 2**20
+#: A MERGE source of up to this many rows (a small batch's) is handed to the planner as a local relation
+#: (:func:`merge_broadcast`).
+LOCAL_SOURCE_MAX_ROWS = 10_000
 #: Held while a namespace is created: two tables of a source's first batch create theirs at once, and the JDBC
 #: catalog fails the second ``CREATE NAMESPACE IF NOT EXISTS`` of a namespace (a duplicate row) instead of
 #: finding it there.
@@ -112,23 +115,41 @@ def snapshot_properties(spark: SparkSession, props: dict[str, str]) -> Iterator[
 
 
 def merge_broadcast(
-    spark: SparkSession, rows: DataFrame, view: str, sql: str, props: dict[str, str] | None = None
+    spark: SparkSession,
+    rows: DataFrame,
+    view: str,
+    sql: str,
+    props: dict[str, str] | None = None,
+    *,
+    count: int | None = None,
 ) -> None:
     """Run ``sql``, a matched-only MERGE whose source is ``rows`` registered as ``view``, with the source
     broadcast when it is up to :data:`BROADCAST_SOURCE_MAX_BYTES`; ``props`` go into the commit's summary.
 
-    ``rows`` are cached first, so the planner knows their real size (the estimate of a checkpointed join they
-    come from is far above any threshold).
+    The planner must know the source's real size (the estimate of a checkpointed join it comes from is far above
+    any threshold): ``rows`` that ``count`` says are at most :data:`LOCAL_SOURCE_MAX_ROWS` are collected into the
+    driver's JVM as a local relation (one small job), others are cached and counted first (two passes).
     """
+    if count is not None and count <= LOCAL_SOURCE_MAX_ROWS:
+        # built on the JVM side: rows from Python would be pickled and read back as an RDD of unknown size
+        jrows = rows._jdf  # type: ignore[attr-defined]
+        local = spark._jsparkSession.createDataFrame(jrows.collectAsList(), jrows.schema())  # type: ignore[attr-defined]
+        local.createOrReplaceTempView(view)
+        _merge(spark, sql, props)
+        return
     rows = rows.persist()
     try:
         rows.count()
         rows.createOrReplaceTempView(view)
-        broadcast = {"spark.sql.autoBroadcastJoinThreshold": str(BROADCAST_SOURCE_MAX_BYTES)}
-        with snapshot_properties(spark, props or {}), temporary_conf(spark, broadcast):
-            spark.sql(sql)
+        _merge(spark, sql, props)
     finally:
         rows.unpersist()
+
+
+def _merge(spark: SparkSession, sql: str, props: dict[str, str] | None) -> None:
+    broadcast = {"spark.sql.autoBroadcastJoinThreshold": str(BROADCAST_SOURCE_MAX_BYTES)}
+    with snapshot_properties(spark, props or {}), temporary_conf(spark, broadcast):
+        spark.sql(sql)
 
 
 class TableApplier:
@@ -426,7 +447,7 @@ class TableApplier:
         if redeleted:
             sql = apply.tombstone_merge_sql(self.tombstones, f"cdc_batch_{fresh.tag}", keys, fresh.bounds)
             again = deleted.where(F.col(apply.TOMBSTONED)).select(*[quote_identifier(k) for k in keys], "_cdc_position")
-            merge_broadcast(self.spark, again, f"cdc_batch_{fresh.tag}", sql)
+            merge_broadcast(self.spark, again, f"cdc_batch_{fresh.tag}", sql, count=redeleted)
 
     def _write_upsert(self, fresh: FreshRows, props: dict[str, str], matched: int, added: int) -> None:
         """Commit the fresh rows: a MERGE of the keys the table holds, an append of the others.
@@ -441,15 +462,15 @@ class TableApplier:
         merge, append = matched > 0 or added == 0, added > 0
         if merge:
             partial = {"cdc.partial-of": props.get("cdc.batch-id", ""), "cdc.step": "update"}
-            self._merge_matched(fresh, partial if append else props)
+            self._merge_matched(fresh, partial if append else props, matched)
             if append:
                 crash_point("table-partial")
         if append:
             self._append_rows(fresh.rows.where(~F.col(apply.IN_TARGET) & (F.col("_cdc_op") != "d")), props)
 
-    def _merge_matched(self, fresh: FreshRows, props: dict[str, str]) -> None:
-        """The MERGE of the fresh rows whose key the table holds (:func:`apply.update_sql`), the table's scan
-        narrowed by the batch's key bounds."""
+    def _merge_matched(self, fresh: FreshRows, props: dict[str, str], matched: int) -> None:
+        """The MERGE of the fresh rows whose key the table holds (``matched`` of them, :func:`apply.update_sql`),
+        the table's scan narrowed by the batch's key bounds."""
         target_cols = [f.name for f in self.spark.table(self.name).schema.fields]
         view = f"cdc_update_{fresh.tag}"
         keys = self.info.key_columns
@@ -457,7 +478,7 @@ class TableApplier:
             self.name, view, keys, fresh.data_cols, target_cols, META_NAMES, fresh.keep, fresh.bounds
         )
         rows = fresh.rows.where(F.col(apply.IN_TARGET)).drop(apply.IN_TARGET)
-        merge_broadcast(self.spark, rows, view, sql, props)
+        merge_broadcast(self.spark, rows, view, sql, props, count=matched)
 
     def _scd2(self, frame: DataFrame, props: dict[str, str], result: TableResult, stats: TableStats) -> None:
         """History mode: every change becomes a version with ``_cdc_valid_from``/``_cdc_valid_to`` positions."""

@@ -7,6 +7,8 @@ import json
 import pytest
 from pyspark.sql import SparkSession
 
+from cdclake.ingest import tables
+
 from .conftest import RunBatch, rows
 from .events import PgTable
 
@@ -32,9 +34,12 @@ def test_insert_update_delete_reinsert_in_one_batch(
     assert summary.discovery == "sample"
 
 
+@pytest.mark.parametrize("local_rows", [10_000, 0], ids=["local-merge-sources", "cached-merge-sources"])
 def test_across_batches_and_a_late_older_event_does_not_resurrect_a_delete(
-    spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch
+    spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch, monkeypatch: pytest.MonkeyPatch, local_rows: int
 ) -> None:
+    # the MERGEs' sources handed to the planner as local relations (small batches), or cached and counted
+    monkeypatch.setattr(tables, "LOCAL_SOURCE_MAX_ROWS", local_rows)
     table.create({"id": 1, "name": "a", "qty": 1}, lsn=100)
     table.create({"id": 2, "name": "b", "qty": 1}, lsn=101)
     ingest(table.take())

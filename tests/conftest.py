@@ -111,13 +111,10 @@ def stack() -> Iterator[Stack]:
     tests/integration/conftest.py): idle, they keep about a quarter of a core busy, which the other tests need.
     """
     from cdclake.stack import Stack, StackConfig
-    from cdclake.stack.airflow import COMPONENTS
 
     # _isolate_environment points CDC_LAKE_DIR elsewhere; the stack itself lives in the normal state dir.
     local = Stack(StackConfig.from_env())
-    already_running = all(
-        local.services[name].process.running() for name in local.service_names if name not in COMPONENTS
-    )
+    already_running = all(local.services[name].process.running() for name in local.started_by_up(airflow=False))
     local.up(airflow=False)
     yield local
     if not already_running and not os.environ.get("CDC_KEEP_STACK"):

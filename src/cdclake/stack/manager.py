@@ -111,6 +111,11 @@ class Stack:
         store, the REST catalog, the Spark master and ``CDC_SPARK_WORKERS`` workers."""
         return (*SERVICE_ORDER, *self.cluster_names)
 
+    def started_by_up(self, *, airflow: bool = True) -> tuple[str, ...]:
+        """The services ``up(airflow=airflow)`` starts, in start order: :attr:`service_names`, without the Airflow
+        components when ``airflow`` is False."""
+        return tuple(n for n in self.service_names if airflow or n not in COMPONENTS)
+
     @property
     def cluster_names(self) -> tuple[str, ...]:
         """The cluster profile's services ``up`` starts: its servers and ``CDC_SPARK_WORKERS`` workers (none in the
@@ -154,8 +159,7 @@ class Stack:
         """
         self._check_jars()
         services = self.services
-        names = [n for n in self.service_names if airflow or n not in COMPONENTS]
-        for name in names:
+        for name in self.started_by_up(airflow=airflow):
             service = services[name]
             if service.process.running():
                 continue

@@ -169,3 +169,17 @@ def test_status_says_what_the_probe_of_a_running_service_saw_and_probes_twice(
         assert (rows["postgres"].running, rows["postgres"].probe) == (False, "")  # stopped: nothing probed
     finally:
         stack.down()
+
+
+def test_up_without_airflow_starts_the_services_started_by_up_says(tmp_path: Path) -> None:
+    from cdclake.stack.airflow import COMPONENTS
+
+    stack = _stack(tmp_path, broken="")
+    try:
+        stack.up(airflow=False)
+        running = [s.name for s in stack.status() if s.running]
+        assert running == list(stack.started_by_up(airflow=False))
+        assert running and not set(running) & set(COMPONENTS)
+        assert stack.started_by_up() == stack.service_names
+    finally:
+        stack.down()

@@ -280,7 +280,8 @@ class SettingsLock:
     A block that sets settings for its own statements (:func:`temporary_conf`, such as the commit properties and
     the broadcast threshold of a MERGE) holds it alone; a statement that a thread runs beside such blocks and
     whose plan or commit reads the session's settings (an Iceberg write, a join) holds it shared. The thread
-    that holds it alone may take it again, either way.
+    that holds it alone may take it again, either way; a thread that shares it cannot take it alone (it would
+    wait for itself: a RuntimeError says so).
     """
 
     def __init__(self) -> None:
@@ -288,10 +289,13 @@ class SettingsLock:
         self._sharing = 0
         self._owner: int | None = None
         self._depth = 0
+        self._mine = threading.local()  # how many times the calling thread shares it
 
     @contextmanager
     def alone(self) -> Iterator[None]:
         me = threading.get_ident()
+        if getattr(self._mine, "sharing", 0):
+            raise RuntimeError("a thread that shares the session's settings lock cannot take it alone")
         with self._changed:
             while self._owner not in (None, me) or (self._owner is None and self._sharing):
                 self._changed.wait()
@@ -314,9 +318,11 @@ class SettingsLock:
             while self._owner is not None:
                 self._changed.wait()
             self._sharing += 1
+        self._mine.sharing = getattr(self._mine, "sharing", 0) + 1
         try:
             yield
         finally:
+            self._mine.sharing -= 1
             with self._changed:
                 self._sharing -= 1
                 if not self._sharing:

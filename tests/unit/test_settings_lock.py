@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+import pytest
+
 from cdclake.spark import SettingsLock
 
 
@@ -77,4 +79,12 @@ def test_statements_wait_while_a_block_runs_alone_and_its_own_thread_may_enter_a
     waiting.join(30)
     assert order == ["block", "statement"]
     with lock.alone():  # free again
+        pass
+
+
+def test_a_thread_that_shares_it_cannot_take_it_alone() -> None:
+    lock = SettingsLock()
+    with lock.shared(), pytest.raises(RuntimeError, match="cannot take it alone"), lock.alone():
+        pass
+    with lock.alone():  # nothing left held
         pass

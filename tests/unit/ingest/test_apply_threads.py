@@ -22,12 +22,18 @@ def _summaries(spark: SparkSession, name: str, since: int) -> list[tuple[str, di
     return [(s["operation"], dict(s["summary"])) for s in snaps[since:]]
 
 
-def test_two_tables_are_applied_at_once_and_each_commit_carries_its_own_properties(
-    spark: SparkSession, prefix: str, ingest: RunBatch, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _two_tables(prefix: str) -> tuple[PgTable, PgTable]:
+    """Two captured tables of one source, a row created in each."""
     items, stock = PgTable(prefix=prefix, table="items"), PgTable(prefix=prefix, table="stock")
     items.create({"id": 1, "name": "a", "qty": 1}, lsn=100)
     stock.create({"id": 1, "name": "s", "qty": 5}, lsn=101)
+    return items, stock
+
+
+def test_two_tables_are_applied_at_once_and_each_commit_carries_its_own_properties(
+    spark: SparkSession, prefix: str, ingest: RunBatch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    items, stock = _two_tables(prefix)
     ingest(items.take(), stock.take())
     names = {t: f"lake.{prefix}.inventory.{t}" for t in ("items", "stock")}
     before = {t: spark.sql(f"SELECT count(*) FROM {n}.snapshots").collect()[0][0] for t, n in names.items()}
@@ -64,9 +70,7 @@ def test_two_tables_are_applied_at_once_and_each_commit_carries_its_own_properti
 def test_one_thread_applies_the_tables_one_after_another(
     spark: SparkSession, prefix: str, ingest: RunBatch, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    items, stock = PgTable(prefix=prefix, table="items"), PgTable(prefix=prefix, table="stock")
-    items.create({"id": 1, "name": "a", "qty": 1}, lsn=100)
-    stock.create({"id": 1, "name": "s", "qty": 5}, lsn=101)
+    items, stock = _two_tables(prefix)
     monkeypatch.setenv("CDC_APPLY_THREADS", "1")
     running: list[str] = []
     overlapped: list[bool] = []

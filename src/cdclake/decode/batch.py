@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import reduce
@@ -267,31 +267,33 @@ class StagedTopic:
         )
 
 
-def assemble(staged: list[StagedTopic], other_dead: DataFrame) -> tuple[dict[TableId, DataFrame], DataFrame]:
-    """Change rows per table (the union of the table's topics) and all dead letters, from the projections.
-
-    Args:
-        staged: the data topics' projections.
-        other_dead: dead letters from elsewhere (transaction and schema change topics, unrecognised topics).
-    """
+def table_rows(staged: list[StagedTopic]) -> dict[TableId, DataFrame]:
+    """Change rows per table (the union of the table's topics), from the data topics' projections."""
     tables: dict[TableId, DataFrame] = {}
     for topic in staged:
         good = topic.good()
         previous = tables.get(topic.table_id)
         tables[topic.table_id] = good if previous is None else previous.unionByName(good, allowMissingColumns=True)
-    return tables, reduce(DataFrame.unionByName, (t.dead() for t in staged), other_dead)
+    return tables
+
+
+def all_dead_letters(staged: list[StagedTopic], other_dead: DataFrame) -> DataFrame:
+    """Every dead letter: the data topics' projections' and ``other_dead`` (transaction and schema change topics,
+    unrecognised topics)."""
+    return reduce(DataFrame.unionByName, (t.dead() for t in staged), other_dead)
 
 
 @dataclass
 class DecodedBatch:
     """Decoded change rows per table plus the side outputs of one batch of Kafka records.
 
+    :attr:`tables` and :attr:`dead_letters` are built from the data topics' projections when first read (each
+    DataFrame call costs the driver an analysis of its plan, and a batch without dead letters never reads them).
+
     Attributes:
-        tables: change rows per table (data columns then ``_cdc_*`` metadata columns, see docs/decoding.md).
         table_info: per table, key columns and the typed schema with logical-type metadata.
         transactions: BEGIN/END events of ``<prefix>.transaction`` topics.
         schema_changes: events of the schema change topic (MySQL/MariaDB/Informix).
-        dead_letters: undecodable records: ``topic, partition, offset, key, value, reason``.
         schema_cuts: per (topic, partition), the offset of the first record whose Connect schema changed a
             column's type incompatibly with the earlier records of the batch (e.g. string -> int). Those
             records and everything after them in the partition are left out of ``tables`` (not dead-lettered):
@@ -302,27 +304,44 @@ class DecodedBatch:
             a pass over every record.
     """
 
-    tables: dict[TableId, DataFrame]
     table_info: dict[TableId, TableInfo]
     transactions: DataFrame
     schema_changes: DataFrame
-    dead_letters: DataFrame
     #: the counting frames of the records of non-data topics (see :meth:`counts`)
     _categories: list[DataFrame] = field(default_factory=list)
     schema_cuts: dict[tuple[str, int], int] = field(default_factory=dict)
     schema_cut_reasons: dict[str, str] = field(default_factory=dict)
     _staged: list[StagedTopic] = field(default_factory=list)
-    _other_dead: DataFrame | None = None
+    #: builds the dead letters of the topics that are not data topics (see :attr:`dead_letters`)
+    _other_dead: Callable[[], DataFrame] | None = None
     _persisted: list[DataFrame] = field(default_factory=list)
     discovery: str = "pass"
     _stats: dict[TableId, TableStats] = field(default_factory=dict)
     #: the side outputs' projections that their rows, dead letters and counting frames read (the transaction
     #: topics': :attr:`cdclake.decode.dead_letters.SideOutput.staged`)
     _side_staged: list[DataFrame] = field(default_factory=list)
+    _tables: dict[TableId, DataFrame] | None = field(default=None, repr=False)
+    _dead_letters: DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def tables(self) -> dict[TableId, DataFrame]:
+        """Change rows per table (data columns then ``_cdc_*`` metadata columns, see docs/decoding.md)."""
+        if self._tables is None:
+            self._tables = table_rows(self._staged)
+        return self._tables
+
+    @property
+    def dead_letters(self) -> DataFrame:
+        """Undecodable records: ``topic, partition, offset, key, value, reason``."""
+        if self._dead_letters is None:
+            if self._other_dead is None:
+                raise ValueError("a DecodedBatch needs its other topics' dead letters (other_dead) to list them")
+            self._dead_letters = all_dead_letters(self._staged, self._other_dead())
+        return self._dead_letters
 
     def materialise(self, level: StorageLevel | None = None) -> DecodedBatch:
-        """Cache each data topic's decoding and the side outputs' projections (at their first use) and rebuild
-        ``tables`` and ``dead_letters`` on them.
+        """Cache each data topic's decoding and the side outputs' projections (at their first use); ``tables`` and
+        ``dead_letters`` are built on them from then on.
 
         The outputs stay lazy DataFrames, but every later use (counts, transaction gathering, apply, dead
         letters) reads the cached rows instead of parsing and converting the records again. A side output's
@@ -344,7 +363,7 @@ class DecodedBatch:
             persist(side)
         for staged in self._staged:
             staged.frame = persist(staged.frame)
-        self.tables, self.dead_letters = assemble(self._staged, self._other_dead)
+        self._tables = self._dead_letters = None  # built again on the cached projections
         return self
 
     def _bounded_keys(self, staged: StagedTopic) -> tuple[str, ...]:

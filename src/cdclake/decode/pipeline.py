@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from cdclake.decode.batch import DecodedBatch, assemble
+from cdclake.decode.batch import DecodedBatch
 from cdclake.decode.classification import TopicKinds, classify_topics
 from cdclake.decode.counts import DecodeCounts, other_categories
 from cdclake.decode.data_decode import DecodedData, decode_data_topics
@@ -104,24 +104,24 @@ def _assemble(
         schema_changes.categories,
         other_categories(recs, {**kinds.other, **dict.fromkeys(undecodable, "dead_letters")}, decoded),
     ]
-    other_dead = union_dead_letters(
-        recs, [*topic_dead_letters(recs, undecodable), transactions.dead, schema_changes.dead]
-    )
-    tables, dead_letters = assemble(data.staged, other_dead)
+
+    def other_dead() -> DataFrame:
+        return union_dead_letters(
+            recs, [*topic_dead_letters(recs, undecodable), transactions.dead, schema_changes.dead]
+        )
+
     logger.info(
         "decoded batch: %s tables, %s transaction topics, %s schema change topics, prefixes %s, discovery %s",
-        len(tables),
+        len(data.info),
         len(kinds.transactions),
         len(kinds.schema_changes),
         sorted(kinds.prefixes),
         "by sample" if sampled else "by pass",
     )
     return DecodedBatch(
-        tables,
         data.info,
         transactions.rows,
         schema_changes.rows,
-        dead_letters,
         categories,
         data.schema_cuts,
         data.cut_reasons,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from decode_helpers import record, topic_of, value
@@ -203,3 +204,29 @@ def test_a_materialised_batch_gives_the_same_rows_and_the_raw_dead_letters(spark
     finally:
         batch.release()
     assert not any(f.is_cached for f in (s.frame for s in batch._staged))
+
+
+def test_tables_and_dead_letters_are_built_when_read_and_on_the_cache_after_materialise(spark: SparkSession) -> None:
+    """A batch builds its change rows and dead letters when they are first read, and builds them again on the cached
+    projections once it is materialised (a frame read before would still decode the records)."""
+    topic = topic_of("mysql")
+    rows = [
+        record(topic, 0, value("mysql", {"id": 1, "n": 2}, row_fields=FIELDS), key_text='{"id":1}'),
+        record(topic, 1, value("mysql", {"id": "abc", "n": 2}, row_fields=FIELDS), key_text='{"id":"abc"}'),
+        record(topic, 2, value("mysql", {"id": 3, "n": 4}, row_fields=FIELDS), key_text='{"id":3}'),
+    ]
+    batch = decode_records(records_from_dicts(spark, rows), options=DecodeOptions())
+
+    def cached(frame: Any) -> bool:
+        return "InMemoryRelation" in frame._jdf.queryExecution().withCachedData().toString()
+
+    before = next(iter(batch.tables.values()))
+    assert batch._dead_letters is None  # not read yet, so not built
+    assert not cached(before) and not cached(batch.dead_letters)
+    batch.materialise()
+    try:
+        batch.counts()
+        assert cached(next(iter(batch.tables.values()))) and cached(batch.dead_letters)
+        assert [r["offset"] for r in batch.dead_letters.collect()] == [1]
+    finally:
+        batch.release()

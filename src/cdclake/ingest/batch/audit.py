@@ -55,8 +55,10 @@ def write_audit(
         tables: what the apply phase did to each table (by lake identifier).
     """
     with ctx.timed("dead-letters"):
-        dead = before_cuts(decoded.batch.dead_letters, tx.cuts, "topic", "partition", "offset")
-        dead_letters = _dead_letters(ctx, plan, dead) if decoded.has("dead_letters") else DeadLetterCounts()
+        dead_letters = DeadLetterCounts()
+        if decoded.has("dead_letters"):
+            dead = before_cuts(decoded.batch.dead_letters, tx.cuts, "topic", "partition", "offset")
+            dead_letters = _dead_letters(ctx, plan, dead)
         tables_of = {t: table_identifier(tid) for tid, i in decoded.batch.table_info.items() for t in i.topics}
         dead_by_table: dict[str, int] = {}
         for topic, reasons in dead_letters.by_reason.items():

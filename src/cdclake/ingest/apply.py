@@ -200,19 +200,16 @@ def latest_per_key(
         resolved = resolved.withColumn(KEEP, F.filter(F.array(*keep_flags), lambda x: x.isNotNull()))
         for name in keep_columns:
             resolved = resolved.withColumn(name, F.col(quote_identifier(f"__last_{name}"))["v"]).drop(f"__last_{name}")
-    else:
-        resolved = resolved.withColumn(KEEP, F.array().cast("array<string>"))
+    keep = F.col(KEEP) if keep_columns else F.array().cast("array<string>").alias(KEEP)
     newest = Window.partitionBy(*keys).orderBy(F.col("_cdc_position").desc())
-    return (
-        resolved.withColumn("__rn", F.row_number().over(newest))
-        .where(F.col("__rn") == 1)
-        .drop("__rn")
-        .select(
-            *[F.col(quote_identifier(c)) for c in data_columns],
-            KEEP,
-            *[c for c in frame.columns if c.startswith("_cdc_")],
-        )
+    # one projection, one filter, one projection: each DataFrame call costs the driver an analysis of the plan
+    numbered = resolved.select(
+        *[F.col(quote_identifier(c)) for c in data_columns],
+        keep,
+        *[F.col(c) for c in frame.columns if c.startswith("_cdc_")],
+        F.row_number().over(newest).alias("__rn"),
     )
+    return numbered.where(F.col("__rn") == 1).drop("__rn")
 
 
 def mark_stale(
@@ -264,11 +261,11 @@ def mark_stale(
         )
     in_target = F.col("__pos_t").isNotNull() if "__pos_t" in out.columns else F.lit(False)
     tombstoned = F.col("__pos_x").isNotNull() if "__pos_x" in out.columns else F.lit(False)
-    return (
-        out.withColumn(STALE, stale)
-        .withColumn(IN_TARGET, in_target)
-        .withColumn(TOMBSTONED, tombstoned)
-        .drop(*[c for c in out.columns if c.startswith("__pos_")])
+    return out.select(
+        *[F.col(quote_identifier(c)) for c in out.columns if not c.startswith("__pos_")],
+        stale.alias(STALE),
+        in_target.alias(IN_TARGET),
+        tombstoned.alias(TOMBSTONED),
     )
 
 

@@ -171,12 +171,12 @@ class TableApplier:
     def _properties(self, name: str | None = None) -> dict[str, str]:
         return table_properties(self.spark, name or self.name)
 
-    def _never_written(self, name: str) -> bool:
+    def _never_written(self, name: str, props: dict[str, str] | None = None) -> bool:
         """True when the table has no snapshot yet (created, never committed to: it holds nothing).
 
-        Table metadata only (Iceberg's ``current-snapshot-id`` property): no Spark job.
+        Table metadata only (Iceberg's ``current-snapshot-id`` property, of ``props`` when given): no Spark job.
         """
-        return self._properties(name).get("current-snapshot-id", "none") == "none"
+        return (props if props is not None else self._properties(name)).get("current-snapshot-id", "none") == "none"
 
     def batch_already_applied(self, batch_id: str) -> bool:
         """True when a snapshot of this table carries ``cdc.batch-id`` = ``batch_id`` (a redo after a crash)."""
@@ -339,7 +339,10 @@ class TableApplier:
     def _upsert(self, frame: DataFrame, props: dict[str, str], result: TableResult, stats: TableStats) -> None:
         keys = self.info.key_columns
         data_cols = [f.name for f in self.info.schema.fields]
-        truncated_at = self._handle_truncate(stats.truncate)
+        stored_props = self._properties()
+        truncated_at = self._handle_truncate(stats.truncate, stored_props)
+        if stats.truncate is not None:  # its deletes and its property may have changed the table
+            stored_props = self._properties()
         events = apply.row_events(apply.drop_before_truncate(frame, truncated_at))
         keep = stats.keep
         if self.info.connector == "mongodb":
@@ -366,14 +369,12 @@ class TableApplier:
         tallies.append(
             F.count_if((F.col("_cdc_op") == "d") & ~F.col(apply.STALE) & F.col(apply.TOMBSTONED)).alias("redeleted")
         )
-        first_batch = self._never_written(self.name) and self._never_written(self.tombstones)
+        first_batch = self._never_written(self.name, stored_props) and self._never_written(self.tombstones)
         if first_batch:
             # a table's first batch (its initial snapshot, typically the largest): nothing stored, nothing
             # deleted before, so no event is stale and every key is new; no join against the empty tables
-            marking = (
-                latest.withColumn(apply.STALE, F.lit(False))
-                .withColumn(apply.IN_TARGET, F.lit(False))
-                .withColumn(apply.TOMBSTONED, F.lit(False))
+            marking = latest.select(
+                "*", *[F.lit(False).alias(c) for c in (apply.STALE, apply.IN_TARGET, apply.TOMBSTONED)]
             )
             bounds: apply.KeyBounds = {}
         else:
@@ -429,8 +430,10 @@ class TableApplier:
 
     def _keys_and_positions(self, name: str, bounds: apply.KeyBounds) -> DataFrame:
         """The key columns and ``_cdc_position`` of table ``name``, within ``bounds`` (files outside them unread)."""
-        rows = self.spark.table(name).select(*[quote_identifier(k) for k in self.info.key_columns], "_cdc_position")
-        return rows.where(F.expr(apply.key_range_sql(bounds))) if bounds else rows
+        # one statement, analysed once (a DataFrame call each for the scan, the columns and the filter cost three)
+        columns = ", ".join([*[quote_identifier(k) for k in self.info.key_columns], "_cdc_position"])
+        where = f" WHERE {apply.key_range_sql(bounds)}" if bounds else ""
+        return self.spark.sql(f"SELECT {columns} FROM {name}{where}")
 
     def _write_tombstones(self, fresh: FreshRows, deletes: int, redeleted: int) -> None:
         """Record the tombstones of the fresh deletes (``deletes`` of them, ``redeleted`` of keys with a tombstone).
@@ -558,9 +561,12 @@ class TableApplier:
         with SESSION_SETTINGS.shared():  # a commit: the session's settings give it properties
             self.spark.sql(apply.delete_older_sql(table, view, keys, position))
 
-    def _handle_truncate(self, position: list[int] | None) -> list[int] | None:
-        """Apply the batch's last truncate (rows older than it go); return the table's truncate position."""
-        stored = self._properties().get(TRUNCATED_AT)
+    def _handle_truncate(self, position: list[int] | None, props: dict[str, str]) -> list[int] | None:
+        """Apply the batch's last truncate (rows older than it go); return the table's truncate position.
+
+        ``props``: the table's properties as the batch found them.
+        """
+        stored = props.get(TRUNCATED_AT)
         current = json.loads(stored) if stored else None
         if position is None:
             return current

@@ -178,21 +178,37 @@ def plan_data_topic(topic: DiscoveredTopic, unwrapped: list[Unwrapped], options:
 def _version_problem(
     topic: str, group: SchemaGroup, payloads: list[Any], identity: tuple[Any, ...] | None
 ) -> str | None:
-    """Why a schema version's records are dead letters (its schema is malformed, its sample contradicts it, or
+    """Why a schema version's records are dead letters (its schema is malformed, no sample agrees with it, or
     they name another table than the topic's), or None. A foreign version is left to the decoder, which tells
-    each record's source block (``foreign_envelope``); it only must not shape the plan."""
+    each record's source block (``foreign_envelope``); it only must not shape the plan.
+
+    A sample that contradicts the schema while another agrees is one bad record, not a bad version: the decoder
+    dead-letters that record alone (``type_mismatch``, ``unknown_field``), and the version's other records decode.
+    """
+    contradictions: list[str] = []
+    agreed = False
     for sample, payload in zip(group.samples, payloads, strict=False):
         if isinstance(sample, dict) and (problem := schema_problem(sample.get(f.SCHEMA))):
             logger.warning("topic %s: a schema version's records are dead letters (invalid_schema): %s", topic, problem)
             return "invalid_schema"
         if (problem := sample_contradicts(sample, True)) is not None:
-            logger.warning(
-                "topic %s: a schema version's records are dead letters (schema_mismatch): %s", topic, problem
-            )
-            return "schema_mismatch"
+            contradictions.append(problem)
+            continue
+        agreed = True
         ident = source_identity(payload)
         if identity is not None and ident is not None and ident != identity:
             return _FOREIGN
+    if contradictions and not agreed:
+        logger.warning(
+            "topic %s: a schema version's records are dead letters (schema_mismatch): %s", topic, contradictions[0]
+        )
+        return "schema_mismatch"
+    if contradictions:
+        logger.warning(
+            "topic %s: a sampled record contradicts its schema (%s); it alone is a dead letter",
+            topic,
+            contradictions[0],
+        )
     return None
 
 

@@ -230,3 +230,20 @@ def test_tables_and_dead_letters_are_built_when_read_and_on_the_cache_after_mate
         assert [r["offset"] for r in batch.dead_letters.collect()] == [1]
     finally:
         batch.release()
+
+
+def test_a_sampled_record_that_contradicts_its_schema_is_the_only_dead_letter_of_its_version(
+    spark: SparkSession,
+) -> None:
+    """Discovery samples a schema version's first and last records: when one of them contradicts the schema and the
+    other agrees, the bad record is a dead letter and the good one a change row (the version is not refused)."""
+    topic = topic_of("mysql")
+    rows = [
+        record(topic, 0, value("mysql", {"id": 1, "n": 2}, row_fields=FIELDS), key_text='{"id":1}'),
+        record(topic, 1, value("mysql", {"id": "abc", "n": 2}, row_fields=FIELDS), key_text='{"id":"abc"}'),
+    ]
+    batch = decode_records(records_from_dicts(spark, rows), options=DecodeOptions())
+    ((_, frame),) = batch.tables.items()
+    assert [(r["id"], r["n"]) for r in frame.collect()] == [(1, 2)]
+    assert [(r["offset"], r["reason"]) for r in batch.dead_letters.collect()] == [(1, "type_mismatch")]
+    assert batch.counts().records["data"] == 1 and batch.counts().records["dead_letters"] == 1

@@ -6,7 +6,7 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -171,12 +171,11 @@ class TableApplier:
     def _properties(self, name: str | None = None) -> dict[str, str]:
         return table_properties(self.spark, name or self.name)
 
-    def _never_written(self, name: str, props: dict[str, str] | None = None) -> bool:
-        """True when the table has no snapshot yet (created, never committed to: it holds nothing).
-
-        Table metadata only (Iceberg's ``current-snapshot-id`` property, of ``props`` when given): no Spark job.
-        """
-        return (props if props is not None else self._properties(name)).get("current-snapshot-id", "none") == "none"
+    @staticmethod
+    def _never_written(props: Mapping[str, str]) -> bool:
+        """True when the table whose properties are ``props`` has no snapshot yet (created, never committed to: it
+        holds nothing). Table metadata only (Iceberg's ``current-snapshot-id`` property): no Spark job."""
+        return props.get("current-snapshot-id", "none") == "none"
 
     def batch_already_applied(self, batch_id: str) -> bool:
         """True when a snapshot of this table carries ``cdc.batch-id`` = ``batch_id`` (a redo after a crash)."""
@@ -340,8 +339,8 @@ class TableApplier:
         keys = self.info.key_columns
         data_cols = [f.name for f in self.info.schema.fields]
         stored_props = self._properties()
-        truncated_at = self._handle_truncate(stats.truncate, stored_props)
-        if stats.truncate is not None:  # its deletes and its property may have changed the table
+        truncated_at, truncated = self._handle_truncate(stats.truncate, stored_props)
+        if truncated:  # its deletes and its property changed the table
             stored_props = self._properties()
         events = apply.row_events(apply.drop_before_truncate(frame, truncated_at))
         keep = stats.keep
@@ -369,7 +368,7 @@ class TableApplier:
         tallies.append(
             F.count_if((F.col("_cdc_op") == "d") & ~F.col(apply.STALE) & F.col(apply.TOMBSTONED)).alias("redeleted")
         )
-        first_batch = self._never_written(self.name, stored_props) and self._never_written(self.tombstones)
+        first_batch = self._never_written(stored_props) and self._never_written(self._properties(self.tombstones))
         if first_batch:
             # a table's first batch (its initial snapshot, typically the largest): nothing stored, nothing
             # deleted before, so no event is stale and every key is new; no join against the empty tables
@@ -561,19 +560,18 @@ class TableApplier:
         with SESSION_SETTINGS.shared():  # a commit: the session's settings give it properties
             self.spark.sql(apply.delete_older_sql(table, view, keys, position))
 
-    def _handle_truncate(self, position: list[int] | None, props: dict[str, str]) -> list[int] | None:
-        """Apply the batch's last truncate (rows older than it go); return the table's truncate position.
+    def _handle_truncate(self, position: list[int] | None, props: dict[str, str]) -> tuple[list[int] | None, bool]:
+        """Apply the batch's last truncate (rows older than it go); return the table's truncate position and whether
+        this call truncated (deleted rows and moved the position).
 
         ``props``: the table's properties as the batch found them.
         """
         stored = props.get(TRUNCATED_AT)
         current = json.loads(stored) if stored else None
-        if position is None:
-            return current
-        if current is not None and position <= current:
-            return current
+        if position is None or (current is not None and position <= current):
+            return current, False
         self._delete_older_than(self.name, position)
         self._delete_older_than(self.tombstones, position)
         self.spark.sql(f"ALTER TABLE {self.name} SET TBLPROPERTIES ('{TRUNCATED_AT}'='{json.dumps(position)}')")
         logger.info("%s: truncated at position %s", self.identifier, position)
-        return position
+        return position, True

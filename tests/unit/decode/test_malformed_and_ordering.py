@@ -206,9 +206,17 @@ def test_a_materialised_batch_gives_the_same_rows_and_the_raw_dead_letters(spark
     assert not any(f.is_cached for f in (s.frame for s in batch._staged))
 
 
-def test_tables_and_dead_letters_are_built_when_read_and_on_the_cache_after_materialise(spark: SparkSession) -> None:
+def test_tables_and_dead_letters_are_built_when_read_and_on_the_cache_after_materialise(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A batch builds its change rows and dead letters when they are first read, and builds them again on the cached
     projections once it is materialised (a frame read before would still decode the records)."""
+    from cdclake.decode import batch as batch_module
+
+    builds: list[str] = []
+    for name in ("table_rows", "all_dead_letters"):
+        real = getattr(batch_module, name)
+        monkeypatch.setattr(batch_module, name, lambda *a, _real=real, _name=name: builds.append(_name) or _real(*a))
     topic = topic_of("mysql")
     rows = [
         record(topic, 0, value("mysql", {"id": 1, "n": 2}, row_fields=FIELDS), key_text='{"id":1}'),
@@ -221,12 +229,14 @@ def test_tables_and_dead_letters_are_built_when_read_and_on_the_cache_after_mate
         return "InMemoryRelation" in frame._jdf.queryExecution().withCachedData().toString()
 
     before = next(iter(batch.tables.values()))
-    assert batch._dead_letters is None  # not read yet, so not built
+    assert builds == ["table_rows"]  # the dead letters not read yet, so not built
     assert not cached(before) and not cached(batch.dead_letters)
+    assert batch.tables and builds == ["table_rows", "all_dead_letters"]  # each built once
     batch.materialise()
     try:
         batch.counts()
         assert cached(next(iter(batch.tables.values()))) and cached(batch.dead_letters)
+        assert builds == ["table_rows", "all_dead_letters"] * 2  # again, on the cache
         assert [r["offset"] for r in batch.dead_letters.collect()] == [1]
     finally:
         batch.release()

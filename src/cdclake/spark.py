@@ -362,11 +362,20 @@ def out_of_memory(exc: BaseException) -> str | None:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        for line in str(current).splitlines():
+        for line in _text(current).splitlines():
             if OUT_OF_MEMORY in line:
                 return line[line.index(OUT_OF_MEMORY) :].strip()
         current = current.__cause__ or current.__context__
     return None
+
+
+def _text(exc: BaseException) -> str:
+    """``str(exc)``, or its arguments' text when that fails: a Py4J error asks its JVM for the Java error's text,
+    and a JVM that has exited (killed by its own ``OutOfMemoryError``) no longer answers."""
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001 - any failure to describe it; what it was raised with is still known
+        return " ".join(a for a in getattr(exc, "args", ()) if isinstance(a, str))
 
 
 def driver_exited(spark: SparkSession) -> int | None:

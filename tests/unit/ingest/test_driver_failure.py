@@ -32,6 +32,19 @@ def test_out_of_memory_is_found_in_the_exception_or_in_one_it_was_raised_during(
     assert out_of_memory(RuntimeError(java)) is None
 
 
+def test_an_error_that_cannot_say_what_it_is_does_not_hide_the_driver_failure() -> None:
+    """A Py4J error asks its JVM for the Java error's text: once that JVM has exited (killed by its own
+    OutOfMemoryError), ``str`` raises; the search reads what the error was raised with instead."""
+
+    class AskingTheDeadJvm(Exception):
+        def __str__(self) -> str:
+            raise ConnectionRefusedError("[Errno 111] Connection refused")
+
+    assert out_of_memory(AskingTheDeadJvm("An error occurred while calling o88.collectAsArrowToPython.\n")) is None
+    told = AskingTheDeadJvm("java.lang.OutOfMemoryError: Java heap space", 7)
+    assert out_of_memory(told) == "java.lang.OutOfMemoryError: Java heap space"
+
+
 def test_driver_exited_is_the_status_of_a_jvm_this_process_started() -> None:
     def session(proc: Any) -> Any:
         return SimpleNamespace(sparkContext=SimpleNamespace(_gateway=SimpleNamespace(proc=proc)))

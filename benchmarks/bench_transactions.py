@@ -1,15 +1,16 @@
-"""The transactions phase's Spark job on a large batch, alone and warm (prints figures; asserts nothing).
+"""The transactions phase's gathering on a large batch, alone and warm (prints figures; asserts nothing).
 
 :func:`cdclake.ingest.transactions.facts` gathers one row per transaction from the batch's cached decoded change
-rows and its BEGIN/END events; a large batch collects them through Arrow (:func:`~cdclake.ingest.transactions.gather`).
-Here the cached rows are built in Spark in the shape of the real-shape PostgreSQL backlog's batch
-(``bench_real_shape.py``): ``--transactions`` transactions (333,333 by default: 1M change events) of 3 updates of
-one table each, spread over 4 partitions, PostgreSQL ids (``<txId>:<LSN>``) and positions (``[lsn, 0]``), a
-BEGIN and an END per transaction in the transaction topic with its per-table count. No Kafka and no decoding:
-the job alone, repeated ``--repeat`` times in one session (the first pays for the JIT and code generation).
+rows and its BEGIN/END events: two Spark jobs read their narrow projections through Arrow, and Arrow's hash
+aggregation groups them in the driver (:func:`~cdclake.ingest.transactions.facts_of`). Here the cached rows are
+built in Spark in the shape of the real-shape PostgreSQL backlog's batch (``bench_real_shape.py``):
+``--transactions`` transactions (333,333 by default: 1M change events) of 3 updates of one table each, spread over
+4 partitions, PostgreSQL ids (``<txId>:<LSN>``) and positions (``[lsn, 0]``), a BEGIN and an END per transaction
+in the transaction topic with its per-table count. No Kafka and no decoding: the gathering alone, repeated
+``--repeat`` times in one session (the first pays for the JIT and code generation).
 
-Prints each run's seconds of: the whole job collected to Arrow as the phase does; the job written to Spark's
-``noop`` sink (no collection).
+Prints each run's seconds of: the two Spark jobs read through Arrow; Arrow's grouping of what they read; the two
+together (what the phase runs), and the peak of the Python process's resident memory.
 
 Usage: ``.venv/bin/python benchmarks/bench_transactions.py [--transactions 333333] [--repeat 4]``
 """
@@ -17,6 +18,7 @@ Usage: ``.venv/bin/python benchmarks/bench_transactions.py [--transactions 33333
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import tempfile
 import time
@@ -87,12 +89,15 @@ def main() -> None:
     spark = build_spark_session("cdclake-bench-transactions", lake=LakeConfig.embedded(tempfile.mkdtemp()))
     data, markers = cached_batch(spark, args.transactions)
 
-    def noop(frame: Any) -> None:
-        frame.write.format("noop").mode("overwrite").save()
+    def read() -> tuple[Any, Any]:
+        return T._events([data]).toArrow(), T._markers(markers).toArrow()
 
+    read()  # the session's first Arrow collection, outside the figures
+    events, marks = read()
     jobs: dict[str, Callable[[], object]] = {
-        "the job, collected to Arrow": lambda: T.facts([data], markers).toArrow(),
-        "the job, noop sink": lambda: noop(T.facts([data], markers)),
+        "the two Spark jobs, read through Arrow": read,
+        "Arrow's grouping of their rows": lambda: T.facts_of(events, marks),
+        "both (the phase's gathering)": lambda: T.facts([data], markers),
     }
     print(
         f"{args.transactions:,} transactions, {args.transactions * 3:,} change rows, {args.transactions * 2:,} BEGIN/END"
@@ -109,6 +114,8 @@ def main() -> None:
             f"({', '.join(f'{s:.2f}' for s in warm)})",
             flush=True,
         )
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    print(f"peak RSS of the Python process: {rss:.2f} GiB")
 
 
 if __name__ == "__main__":

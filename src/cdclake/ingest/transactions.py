@@ -33,10 +33,11 @@ Two kinds of incomplete transaction are applied as they are, because waiting can
 A MySQL/MariaDB TRUNCATE is a statement committed on its own: Debezium emits its BEGIN and the truncate event,
 never an END. A transaction of a binlog connector whose only events are truncates is complete as it is.
 
-Where it is decided: :func:`facts` gathers one row per transaction in one Spark job and decides there which are
-complete or empty by their own records; :func:`gather` brings the others to Python as :class:`TxInfo` for
-:func:`decide`, and keeps the rest as Arrow columns (:class:`Settled`), which a cut can still reach. A small
-batch's rows are folded in Python instead (:func:`fold`), every transaction a :class:`TxInfo`.
+Where it is decided: :func:`facts` reads the change rows and BEGIN/END events through Arrow (two Spark jobs) and
+groups them in the driver into one row per transaction (:func:`facts_of`, vectorised), deciding there which are
+complete or empty by their own records; :func:`gather` makes the others :class:`TxInfo` for :func:`decide`, and
+keeps the rest as Arrow columns (:class:`Settled`), which a cut can still reach. A small batch's rows are folded
+one by one instead (:func:`fold`), every transaction a :class:`TxInfo`.
 
 Transaction ids: PostgreSQL (and Informix) put ``<txId>:<LSN>`` in events, with a different LSN in
 BEGIN, END and each change: they are grouped by the part before ``:``. MySQL/MariaDB ids (GTID or
@@ -70,9 +71,13 @@ BINLOG_CONNECTORS = ("mysql", "mariadb")
 #: a BEGIN/END id in the PostgreSQL/Informix style, ``<txId>:<LSN>`` (Java regex)
 _SPLIT_ID = r"^\d+:\d+$"
 #: Up to this many rows to gather (change rows with a transaction id, BEGIN/END events), :func:`gather` folds them
-#: in Python (:func:`fold`: two Spark jobs) instead of aggregating them in Spark (:func:`facts`: a job per shuffle
-#: stage of its plan, most of a small batch's transactions phase).
+#: in Python one by one (:func:`fold`), every transaction a :class:`TxInfo`, instead of grouping them vectorised
+#: (:func:`facts_of`) and keeping the settled ones as Arrow rows; both read the same two Spark jobs' rows.
 FOLD_MAX_ROWS = 50_000
+#: The most rows :func:`facts` reads through Arrow and groups at once. The driver's JVM holds a part's Arrow rows
+#: (with the batch's cache) while it sends them, and the Python driver a part's rows and intermediates; a batch of
+#: 3M events (5.15M rows) read at once ran the 2 GiB heap out of memory (docs/benchmarks.md).
+FACTS_PART_ROWS = 1_000_000
 _RECORD_CLOCK: ContextVar[bool] = ContextVar("cdclake_tx_record_clock", default=False)
 
 
@@ -218,54 +223,342 @@ def _collected(table: pa.Table) -> list[dict[str, Any]]:
 
 def _collection(name: Column) -> Column:
     """Spark twin of :func:`collection_name`."""
-    return F.regexp_extract(name, r"(?:^|\.)([^.]*(?:\.[^.]*)?)$", 1)
+    return F.regexp_extract(name, _COLLECTION, 1)
 
 
-def _sum_n(entries: Column, n: str) -> Column:
-    return F.aggregate(entries, F.lit(0).cast("long"), lambda acc, e: acc + F.coalesce(e[n], F.lit(0)))
-
-
-_COUNTS = "array<struct<dc:string,n:bigint>>"
-_OFFSETS = "array<struct<topic:string,partition:int,first:bigint,last:bigint>>"
+#: the last one or two dot-separated parts of a data collection's name, for Spark (Java) and, its group named, for
+#: Arrow (RE2), which read it alike
+_COLLECTION = r"(?:^|\.)([^.]*(?:\.[^.]*)?)$"
+_COLLECTION_NAMED = r"(?:^|\.)(?P<dc>[^.]*(?:\.[^.]*)?)$"
+_COUNT = [pa.field("dc", pa.string()), pa.field("n", pa.int64())]
+_OFFSET = [
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("first", pa.int64()),
+    pa.field("last", pa.int64()),
+]
 
 
 def facts(
-    data: Iterable[DataFrame], transactions: DataFrame | None, ignore_collections: Iterable[str] = ()
-) -> DataFrame | None:
-    """One row per transaction of the batch, with everything :class:`TxInfo` holds and ``own``: what its own
-    records say when that is final (``complete``, ``empty``; null: left to :func:`decide`, see :func:`_own_status`).
-
-    The change rows and the BEGIN/END events go through one two-level aggregation (:func:`_roll_up`): one Spark job
-    when collected, with a shuffle per level.
+    data: Iterable[DataFrame],
+    transactions: DataFrame | None,
+    ignore_collections: Iterable[str] = (),
+    rows: int | None = None,
+) -> pa.Table | None:
+    """One row per transaction of the batch (:func:`facts_of`), from the change rows that carry a transaction id
+    and the BEGIN/END events, each read through Arrow by one Spark job (a narrow projection of the cached rows;
+    nothing is shuffled). A batch of more than :data:`FACTS_PART_ROWS` ``rows`` is read and grouped in as many
+    parts, split by a hash of the transaction (each transaction's rows in one part).
 
     Args:
         data: decoded change rows of every table.
         transactions: decoded BEGIN/END events (None: the batch has none, known from its counts).
         ignore_collections: data collections whose events are not in ``data`` (the signaling table: its rows are
             skipped by the decoder but counted in END events); removed from the END counts.
+        rows: how many rows both hold, when known (None: read at once).
 
     Returns:
         None when neither holds a transaction.
     """
     frames = list(data)
-    parts = [_events(frames)] if frames else []
-    if transactions is not None:
-        end = F.struct("topic", "partition", "offset", "event_count", "data_collections")
-        markers = _markers(transactions)
-        parts.append(
-            markers.select(
-                "tx",
-                "topic",
-                "partition",
-                "offset",
-                F.col("kafka_ts").alias("ts"),
-                F.when(F.col("status") == "END", end).alias("end"),
-            )
-        )
-    if not parts:
+    events = _events(frames) if frames else None
+    markers = _markers(transactions) if transactions is not None else None
+    ignored = {collection_name(c) for c in ignore_collections}
+    parts = max(1, -(-rows // FACTS_PART_ROWS)) if rows else 1
+
+    def read(frame: DataFrame | None, part: int) -> pa.Table | None:
+        if frame is None:
+            return None
+        if parts > 1:
+            frame = frame.where(F.pmod(F.xxhash64("tx"), F.lit(parts)) == part)
+        return frame.toArrow()
+
+    grouped = [facts_of(read(events, part), read(markers, part), ignored) for part in range(parts)]
+    tables = [t for t in grouped if t is not None]
+    return pa.concat_tables(tables) if tables else None
+
+
+def facts_of(events: pa.Table | None, markers: pa.Table | None, ignored: Collection[str] = ()) -> pa.Table | None:
+    """One row per transaction of ``events`` (:func:`_events` rows) and ``markers`` (:func:`_markers` rows): the
+    twin of :func:`fold`, vectorised over the Arrow columns (each transaction a number, rows grouped by sorting
+    numbers with numpy, not row by row).
+
+    Columns: ``tx``; ``observed`` (per data collection of its change rows, how many distinct non-null
+    ``total_order`` values); its greatest ``position``; ``ops`` (null without change rows); ``connector``;
+    ``offsets`` (the first and last per topic-partition); ``first_ts``, ``last_ts``; ``end_seen`` and the place of
+    its END with the greatest offset (``end_topic``, ``end_partition``, ``end_offset``); that END's counts
+    without the ``ignored`` collections (``expected``, ``expected_total``); and ``own``: what its own records say
+    when that is final (``complete``, ``empty``; null: left to :func:`decide`, see :func:`_own_status`).
+
+    Returns:
+        None when neither holds a row.
+    """
+    events = events if events is not None and events.num_rows else None
+    markers = markers if markers is not None and markers.num_rows else None
+    if events is None and markers is None:
         return None
-    records = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
-    return _with_own(_roll_up(records), sorted({collection_name(c) for c in ignore_collections}))
+    # each transaction a number (its index in ``txs``), each row its transaction's; sorting numbers groups a
+    # million rows faster, and in less memory, than Arrow's hash aggregation (docs/benchmarks.md)
+    txs, group = _codes([t.column("tx") for t in (events, markers) if t is not None])
+    n = len(txs)
+    g_events = group[: events.num_rows] if events is not None else group[:0]
+    g_markers = group[len(g_events) :]
+    records = [(t, ts) for t, ts in ((events, "ts"), (markers, "kafka_ts")) if t is not None]
+
+    # per topic-partition, the first and last offset of its records
+    topics, topic = _codes([t["topic"] for t, _ in records])
+    partition = np.concatenate([_ints(t["partition"]) for t, _ in records])
+    pairs, pair = np.unique((topic << 32) | partition, return_inverse=True)  # each topic-partition a number
+    pair = pair.reshape(-1)
+    order, starts = _runs(group * len(pairs) + pair)
+    offset = np.concatenate([_ints(t["offset"]) for t, _ in records])[order]
+    span_pair = pairs[pair[order[starts]]]
+    offsets = _lists(
+        n,
+        group[order[starts]],
+        [
+            topics.take(pa.array(span_pair >> 32)),
+            pa.array((span_pair & 0xFFFFFFFF).astype(np.int32)),
+            pa.array(np.minimum.reduceat(offset, starts)),
+            pa.array(np.maximum.reduceat(offset, starts)),
+        ],
+        _OFFSET,
+    )
+    # the first and last timestamp: the same order sorts by transaction, each of which has a record
+    ts_type = records[0][0][records[0][1]].type
+    times = pa.chunked_array([c.cast(ts_type) for t, ts in records for c in t[ts].chunks], ts_type)
+    by_tx = np.flatnonzero(np.r_[True, group[order][1:] != group[order][:-1]])
+    first_ts, last_ts = _span(times, order, by_tx)
+
+    if events is not None:
+        seen = _distinct_orders(g_events, events)
+        ops = _op_sets(n, g_events, events["op"])
+        names, code = _codes([events["connector"]])
+        best = np.full(n, -1, dtype=np.int64)
+        np.maximum.at(best, g_events, code)
+        connector = names.take(pa.array(best, mask=best < 0))
+        position = _greatest_per_group(n, g_events, events["position"].combine_chunks())
+    else:
+        seen = _no_counts()
+        ops, connector = pa.nulls(n, pa.list_(pa.string())), pa.nulls(n, pa.string())
+        position = pa.nulls(n, pa.list_(pa.decimal128(38, 0)))
+
+    end_seen = np.zeros(n, dtype=bool)
+    place = {
+        "end_topic": pa.nulls(n, pa.string()),
+        "end_partition": pa.nulls(n, pa.int32()),
+        "end_offset": pa.nulls(n, pa.int64()),
+    }
+    wanted, expected_total = _no_counts(), pa.nulls(n, pa.int64())
+    if markers is not None and (end := _last_end(g_markers, markers)) is not None:
+        end_g, end_rows = end
+        end_seen[end_g] = True
+        for name, column in (("end_topic", "topic"), ("end_partition", "partition"), ("end_offset", "offset")):
+            place[name] = _scatter(n, end_g, end_rows[column])
+        wanted, total = _end_counts(end_g, end_rows, ignored)
+        expected_total = _scatter(n, end_g, total)
+    observed = _lists(n, seen["g"], [seen["dc"], seen["n"]], _COUNT)
+    expected = _lists(n, wanted["g"], [wanted["dc"], wanted["n"]], _COUNT)
+    return pa.table(
+        {
+            "tx": txs,
+            "observed": observed,
+            "position": position,
+            "ops": ops,
+            "connector": connector,
+            "offsets": offsets,
+            "first_ts": first_ts,
+            "last_ts": last_ts,
+            "end_seen": pa.array(end_seen),
+            **place,
+            "expected": expected,
+            "expected_total": expected_total,
+            "own": _own(n, seen, wanted, end_seen, expected_total),
+        }
+    )
+
+
+def _ints(column: pa.Array | pa.ChunkedArray | np.ndarray) -> np.ndarray:
+    """An integer column without nulls as a numpy ``int64`` array."""
+    if isinstance(column, np.ndarray):
+        return column.astype(np.int64, copy=False)
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    if not chunks:
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate([c.to_numpy(zero_copy_only=False) for c in chunks]).astype(np.int64, copy=False)
+
+
+def _codes(columns: Sequence[pa.ChunkedArray]) -> tuple[pa.Array, np.ndarray]:
+    """The distinct values of ``columns`` (of one type), and each row's index among them (-1 for a null), the
+    columns' rows one after another."""
+    chunks = [c for col in columns for c in col.chunks]
+    if not chunks:
+        return pa.array([], columns[0].type), np.zeros(0, dtype=np.int64)
+    encoded = pc.dictionary_encode(pa.concat_arrays(chunks))  # one dictionary (chunk by chunk, each its own)
+    codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)
+    return encoded.dictionary, codes.astype(np.int64)
+
+
+def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The (stable) order that sorts ``keys``, and where each run of equal keys starts in it."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    return order, np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+
+
+def _span(times: pa.ChunkedArray, order: np.ndarray, starts: np.ndarray) -> tuple[pa.Array, pa.Array]:
+    """The least and greatest non-null of ``times`` in each run (``starts``) of ``order``; null for a run of nulls."""
+    valid = np.asarray(times.is_valid())[order]
+    values = np.asarray(pc.fill_null(times.cast(pa.int64()), 0))[order]
+    top, bottom = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    least = np.minimum.reduceat(np.where(valid, values, top), starts)
+    greatest = np.maximum.reduceat(np.where(valid, values, bottom), starts)
+    return (
+        pa.array(least, mask=least == top).cast(times.type),
+        pa.array(greatest, mask=greatest == bottom).cast(times.type),
+    )
+
+
+def _distinct_orders(groups: np.ndarray, events: pa.Table) -> pa.Table:
+    """Per transaction (``groups``) and data collection of ``events`` (``g``, ``dc``), how many distinct non-null
+    ``total_order`` values (``n``)."""
+    dcs, dc = _codes([events["dc"]])
+    width = len(dcs) + 1
+    key = groups * width + dc + 1  # a null collection is 0
+    valid = np.asarray(events["total_order"].is_valid())
+    orders = np.asarray(pc.fill_null(events["total_order"], 0)).astype(np.int64)
+    order = np.lexsort((orders, valid, key))  # by key, nulls first, then by value
+    key, valid, orders = key[order], valid[order], orders[order]
+    new_key = np.r_[True, key[1:] != key[:-1]]
+    new_value = valid & (new_key | ~np.r_[False, valid[:-1]] | np.r_[True, orders[1:] != orders[:-1]])
+    starts = np.flatnonzero(new_key)
+    counts = np.add.reduceat(new_value.astype(np.int64), starts)
+    keys = key[starts]
+    named = keys % width > 0  # as Spark's aggregation did, a null collection is not listed
+    keys, counts = keys[named], counts[named]
+    return pa.table({"g": pa.array(keys // width), "dc": dcs.take(pa.array(keys % width - 1)), "n": pa.array(counts)})
+
+
+def _op_sets(n: int, groups: np.ndarray, ops: pa.ChunkedArray) -> pa.Array:
+    """Per transaction, the distinct non-null ``ops`` of its rows (``groups``); null for one without rows."""
+    names, code = _codes([ops])
+    has = np.zeros((n, len(names)), dtype=bool)
+    valid = code >= 0
+    has[groups[valid], code[valid]] = True
+    rows, columns = np.nonzero(has)
+    bounds = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows, minlength=n), out=bounds[1:])
+    with_rows = np.zeros(n, dtype=bool)
+    with_rows[groups] = True
+    return pa.ListArray.from_arrays(
+        pa.array(bounds), names.take(pa.array(columns)), type=pa.list_(pa.string()), mask=pa.array(~with_rows)
+    )
+
+
+def _no_counts() -> pa.Table:
+    return pa.table({"g": pa.array([], pa.int64()), "dc": pa.array([], pa.string()), "n": pa.array([], pa.int64())})
+
+
+def _scatter(n: int, groups: Any, values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``n`` values, the transaction ``groups[i]``'s being ``values[i]``; null for a transaction not in ``groups``."""
+    at = np.full(n, -1, dtype=np.int64)
+    keys = _ints(groups)
+    at[keys] = np.arange(len(keys))
+    taken = pc.take(values, pa.array(at, mask=at < 0))
+    return taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
+
+
+def _lists(n: int, groups: Any, columns: Sequence[pa.Array | pa.ChunkedArray], fields: list[pa.Field]) -> pa.Array:
+    """``n`` lists of structs (``fields``, from ``columns``), the transaction ``groups[i]``'s holding row ``i``; an
+    empty list for a transaction not in ``groups``."""
+    keys = _ints(groups)
+    order = pa.array(np.argsort(keys, kind="stable"))
+    values = [pc.take(c, order) for c in columns]
+    values = [v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v for v in values]
+    struct = pa.StructArray.from_arrays(values, fields=fields)
+    bounds = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(keys, minlength=n), out=bounds[1:])
+    return pa.ListArray.from_arrays(pa.array(bounds), struct)
+
+
+def _greatest_per_group(n: int, groups: np.ndarray, positions: pa.ListArray) -> pa.Array:
+    """Per transaction, the greatest of its rows' ``positions`` (lists compared as Python compares them: element by
+    element, a prefix first); null when it has none."""
+    valid = np.asarray(positions.is_valid())
+    if not valid.any():
+        return pa.nulls(n, positions.type)
+    lengths = pc.fill_null(pc.list_value_length(positions), 0).to_numpy().astype(np.int64)
+    starts = positions.offsets.to_numpy()[:-1].astype(np.int64)
+    keys: dict[str, Any] = {"g": groups}
+    for i in range(int(lengths.max())):
+        keys[f"p{i}"] = pc.take(positions.values, pa.array(starts + i, mask=lengths <= i))
+    rows = np.flatnonzero(valid)
+    ranked = pa.table(keys).take(pa.array(rows))
+    order = pc.sort_indices(
+        ranked, [("g", "ascending", "at_end"), *((k, "descending", "at_end") for k in keys if k != "g")]
+    ).to_numpy()
+    sorted_g = groups[rows][order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = sorted_g[1:] != sorted_g[:-1]
+    best = rows[order[first]]
+    return _scatter(n, groups[best], positions.take(pa.array(best)))
+
+
+def _last_end(groups: np.ndarray, markers: pa.Table) -> tuple[np.ndarray, pa.Table] | None:
+    """Each transaction's END with the greatest offset (the first read of equal ones): their transactions, and
+    their rows of ``markers``; None without an END."""
+    is_end = np.asarray(pc.fill_null(pc.equal(markers["status"], "END"), False))
+    if not is_end.any():
+        return None
+    rows = np.flatnonzero(is_end)
+    ends = pa.table({"g": groups[rows], "offset": markers["offset"].take(pa.array(rows))})
+    order = pc.sort_indices(ends, [("g", "ascending"), ("offset", "descending")]).to_numpy()
+    sorted_g = groups[rows][order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = sorted_g[1:] != sorted_g[:-1]
+    picked = rows[order[first]]
+    return groups[picked], markers.take(pa.array(picked))
+
+
+def _end_counts(end_g: np.ndarray, ends: pa.Table, ignored: Collection[str]) -> tuple[pa.Table, pa.Array]:
+    """The counts of the ENDs ``ends`` (of the transactions ``end_g``) without the ``ignored`` collections: one row
+    per listed collection (``g``, ``dc``, ``n``), and each END's total less the ignored collections' counts."""
+    listed = ends["data_collections"].combine_chunks()
+    entries = pc.list_flatten(listed)
+    owner = pc.list_parent_indices(listed).to_numpy().astype(np.int64)
+    names = entries.field("data_collection")
+    dcs = pc.struct_field(pc.extract_regex(names, _COLLECTION_NAMED), [0])
+    skip = np.asarray(pc.fill_null(pc.is_in(dcs, pa.array(sorted(ignored), pa.string())), False))
+    counts = entries.field("event_count")
+    skipped = np.zeros(len(end_g), dtype=np.int64)
+    np.add.at(skipped, owner[skip], pc.fill_null(counts, 0).to_numpy()[skip].astype(np.int64))
+    kept = np.flatnonzero(~skip)
+    wanted = pa.table(
+        {"g": end_g[owner[kept]], "dc": dcs.take(pa.array(kept)), "n": counts.take(pa.array(kept)).cast(pa.int64())}
+    )
+    return wanted, pc.subtract(ends["event_count"].cast(pa.int64()), pa.array(skipped))
+
+
+def _own(n: int, seen: pa.Table, wanted: pa.Table, end_seen: np.ndarray, expected_total: pa.Array) -> pa.Array:
+    """Per transaction, ``empty`` when it has neither change rows nor END counts (``seen``, ``wanted``: ``g``,
+    ``dc``, ``n`` rows), ``complete`` when its END was seen and its distinct events per data collection equal
+    the END's counts (and their sum its total), else null (the first two cases of :func:`_own_status`)."""
+    seen_g, wanted_g = _ints(seen["g"]), _ints(wanted["g"])
+    short = np.zeros(n, dtype=bool)
+    # a collection of its change rows that its END does not list
+    short[_ints(seen.join(wanted.select(["g", "dc"]), keys=["g", "dc"], join_type="left anti")["g"])] = True
+    # a count of its END that the distinct events of that collection do not meet
+    met = wanted.join(seen.rename_columns(["g", "dc", "seen"]), keys=["g", "dc"], join_type="left outer")
+    unmet = pc.fill_null(pc.not_equal(pc.fill_null(met["seen"], 0), met["n"]), True)
+    short[_ints(pc.filter(met["g"], unmet))] = True
+    total = np.zeros(n, dtype=np.int64)
+    np.add.at(total, seen_g, _ints(seen["n"]))
+    wants = np.asarray(pc.fill_null(expected_total, 0))
+    total_met = np.asarray(expected_total.is_null()) | (total == wants)
+    complete = end_seen & ~short & total_met
+    empty = (np.bincount(seen_g, minlength=n) == 0) & (np.bincount(wanted_g, minlength=n) == 0)
+    own = np.where(empty, TxStatus.EMPTY.value, np.where(complete, TxStatus.COMPLETE.value, None))
+    return pa.array(own, pa.string())
 
 
 def _events(data: Sequence[DataFrame]) -> DataFrame:
@@ -307,104 +600,6 @@ def _markers(transactions: DataFrame) -> DataFrame:
         "event_count",
         "data_collections",
     )
-
-
-def _roll_up(records: DataFrame) -> DataFrame:
-    """Per transaction (``tx``) of ``records`` (:func:`_events` rows, and BEGIN/END rows with their END as ``end``):
-    its ``parts``, one per data collection (``dc``, null for BEGIN/END) and topic-partition, each with its
-    distinct ``total_order`` values (``orders``) and its ``first`` and ``last`` offset; its first and last timestamp,
-    greatest ``position``, ``ops``, ``connector``, whether it has change rows (``has_data``) and its END with the
-    greatest offset (``end``, when ``records`` carry ENDs)."""
-
-    def column(name: str, kind: str) -> Column:
-        return F.col(name) if name in records.columns else F.lit(None).cast(kind)
-
-    with_end = "end" in records.columns
-    end = [F.max_by("end", F.col("end.offset")).alias("end")] if with_end else []
-    per_part = records.groupBy("tx", column("dc", "string").alias("dc"), "topic", "partition").agg(
-        F.collect_set(column("total_order", "bigint")).alias("orders"),
-        F.min("offset").alias("first"),
-        F.max("offset").alias("last"),
-        F.min("ts").alias("ts0"),
-        F.max("ts").alias("ts1"),
-        F.max(column("position", "array<decimal(38,0)>")).alias("position"),
-        F.collect_set(column("op", "string")).alias("ops"),
-        F.first(column("connector", "string"), ignorenulls=True).alias("connector"),
-        *end,
-    )
-    return per_part.groupBy("tx").agg(
-        F.collect_list(F.struct("dc", "orders", "topic", "partition", "first", "last")).alias("parts"),
-        F.min("ts0").alias("first_ts"),
-        F.max("ts1").alias("last_ts"),
-        F.max("position").alias("position"),
-        F.array_distinct(F.flatten(F.collect_list("ops"))).alias("ops"),
-        F.first("connector", ignorenulls=True).alias("connector"),
-        F.max(F.col("dc").isNotNull()).alias("has_data"),
-        *end,
-    )
-
-
-def _with_own(rolled: DataFrame, ignored: list[str]) -> DataFrame:
-    """The rows of :func:`facts` from :func:`_roll_up`'s: ``observed`` (distinct events per data collection),
-    ``offsets`` (per topic-partition), the END's place and its counts (``expected`` per data collection,
-    ``expected_total``) without the ``ignored`` collections, and ``own``: ``empty`` when the transaction has neither
-    events nor END counts, ``complete`` when its END was seen and its distinct events per data collection equal the
-    END's counts (and their sum its total), else null (the Spark twin of the first two cases of
-    :func:`_own_status`)."""
-
-    def is_ignored(name: Column) -> Column:
-        return _collection(name).isin(*ignored) if ignored else F.lit(False)
-
-    def orders_of(dc: Column) -> Column:
-        return F.flatten(F.transform(F.filter("parts", lambda p: p["dc"] == dc), lambda p: p["orders"]))
-
-    dcs = F.array_distinct(F.transform(F.filter("parts", lambda p: p["dc"].isNotNull()), lambda p: p["dc"]))
-    observed = F.transform(
-        dcs, lambda dc: F.struct(dc.alias("dc"), F.size(F.array_distinct(orders_of(dc))).cast("bigint").alias("n"))
-    ).cast(_COUNTS)
-    offsets = F.transform(
-        "parts", lambda p: F.struct(*(p[n].alias(n) for n in ("topic", "partition", "first", "last")))
-    ).cast(_OFFSETS)
-    if "end" in rolled.columns:
-        listed = F.coalesce(F.col("end.data_collections"), F.array())
-        end_seen = F.col("end").isNotNull()
-        place = [F.col(f"end.{n}").alias(f"end_{n}") for n in ("topic", "partition", "offset")]
-        expected = F.transform(
-            F.filter(listed, lambda d: ~is_ignored(d["data_collection"])),
-            lambda d: F.struct(_collection(d["data_collection"]).alias("dc"), d["event_count"].alias("n")),
-        ).cast(_COUNTS)
-        ignored_n = _sum_n(F.filter(listed, lambda d: is_ignored(d["data_collection"])), "event_count")
-        expected_total = (F.col("end.event_count") - ignored_n).cast("bigint")
-    else:
-        end_seen = F.lit(False)
-        kinds = {"topic": "string", "partition": "int", "offset": "bigint"}
-        place = [F.lit(None).cast(kind).alias(f"end_{n}") for n, kind in kinds.items()]
-        expected = F.array().cast(_COUNTS)
-        expected_total = F.lit(None).cast("bigint")
-    shaped = rolled.select(
-        "tx",
-        observed.alias("observed"),
-        "position",
-        F.when(F.col("has_data"), F.col("ops")).alias("ops"),
-        "connector",
-        offsets.alias("offsets"),
-        "first_ts",
-        "last_ts",
-        end_seen.alias("end_seen"),
-        *place,
-        expected.alias("expected"),
-        expected_total.alias("expected_total"),
-    )
-    seen, wanted, total = F.col("observed"), F.col("expected"), F.col("expected_total")
-    complete = (
-        F.col("end_seen")
-        & F.forall(seen, lambda o: F.exists(wanted, lambda e: e["dc"] == o["dc"]))
-        & F.forall(wanted, lambda e: _sum_n(F.filter(seen, lambda o: o["dc"] == e["dc"]), "n") == e["n"])
-        & (total.isNull() | (_sum_n(seen, "n") == total))
-    )
-    empty = (F.size(seen) == 0) & (F.size(wanted) == 0)
-    own = F.when(empty, F.lit(TxStatus.EMPTY.value)).when(complete, F.lit(TxStatus.COMPLETE.value))
-    return shaped.withColumn("own", own)
 
 
 def info_of(row: Mapping[str, Any]) -> TxInfo:
@@ -574,7 +769,7 @@ def gather(
     settle: bool = True,
     rows: int | None = None,
 ) -> tuple[dict[str, TxInfo], Settled | None]:
-    """Collect the batch's per-transaction facts (:func:`facts`, one Spark job, read through Arrow); for a batch
+    """Collect the batch's per-transaction facts (:func:`facts`: two Spark jobs read through Arrow); for a batch
     of up to :data:`FOLD_MAX_ROWS` ``rows`` (its change rows with a transaction id and its BEGIN/END events,
     when known), fold them in Python instead (:func:`fold`).
 
@@ -584,17 +779,16 @@ def gather(
     """
     if rows is not None and rows <= FOLD_MAX_ROWS:
         return fold(data, transactions, ignore_collections), None
-    frame = facts(data, transactions, ignore_collections)
-    if frame is None:
+    table = facts(data, transactions, ignore_collections, rows)
+    if table is None:
         return {}, None
-    rows = frame.toArrow()
     if not settle:
-        return {t.key: t for t in map(info_of, _collected(rows))}, None
-    own = rows.column("own")
+        return {t.key: t for t in map(info_of, _collected(table))}, None
+    own = table.column("own")
     if not own.null_count:  # every transaction settled: no copy of the table (a large batch's may take 100 MiB)
-        return {}, Settled(rows)
-    pending = _collected(rows.filter(pc.is_null(own)))
-    return {t.key: t for t in map(info_of, pending)}, Settled(rows.filter(pc.is_valid(own)))
+        return {}, Settled(table)
+    pending = _collected(table.filter(pc.is_null(own)))
+    return {t.key: t for t in map(info_of, pending)}, Settled(table.filter(pc.is_valid(own)))
 
 
 def decide(

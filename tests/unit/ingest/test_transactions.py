@@ -437,7 +437,7 @@ def _decoded(spark: SparkSession, data: list[tuple], meta: list[tuple]) -> tuple
     return frame, transactions
 
 
-def test_transactions_settled_in_spark_decide_as_the_python_decision_does(spark: SparkSession) -> None:
+def test_transactions_settled_as_arrow_rows_decide_as_the_python_decision_does(spark: SparkSession) -> None:
     """Complete transactions stay Arrow rows (Settled) until a cut reaches them; the plan, its counts, frontier
     and audit rows are those of deciding every transaction in Python."""
     from cdclake.ingest.transactions import audit_rows, gather
@@ -525,9 +525,11 @@ def _edge_batch(spark: SparkSession) -> tuple[list[DataFrame], DataFrame]:
 
 
 @pytest.mark.parametrize("batch", ["_facts_batch", "_edge_batch"])
-def test_a_small_batch_folded_in_python_has_the_transactions_spark_aggregates(spark: SparkSession, batch: str) -> None:
-    """:func:`fold` (a small batch's path) gives every transaction as :func:`facts` does, field by field; gather
-    takes it up to FOLD_MAX_ROWS rows, and the decision is the same."""
+def test_a_small_batch_folded_in_python_has_the_transactions_the_vectorised_grouping_gives(
+    spark: SparkSession, batch: str
+) -> None:
+    """:func:`fold` (a small batch's path, row by row) gives every transaction as :func:`facts` (grouped vectorised)
+    does, field by field; gather takes it up to FOLD_MAX_ROWS rows, and the decision is the same."""
     from cdclake.ingest.transactions import FOLD_MAX_ROWS, fold, gather
 
     data, transactions = globals()[batch](spark)[:2]
@@ -536,9 +538,13 @@ def test_a_small_batch_folded_in_python_has_the_transactions_spark_aggregates(sp
     assert none is None and len(aggregated) >= 5
     assert fold(data, transactions, ignored) == aggregated
     assert gather(data, transactions, ignored, rows=FOLD_MAX_ROWS) == (aggregated, None)
-    assert gather(data, transactions, ignored, rows=FOLD_MAX_ROWS + 1)[1] is not None  # aggregated by Spark
+    assert gather(data, transactions, ignored, rows=FOLD_MAX_ROWS + 1)[1] is not None  # grouped vectorised
     assert fold(data, None) == gather(data, None, settle=False)[0]
     assert fold([], transactions, ignored) == gather([], transactions, ignored, settle=False)[0]
+    parts = pytest.MonkeyPatch.context()
+    with parts as patch:  # read and grouped in parts, split by transaction: the same transactions
+        patch.setattr("cdclake.ingest.transactions.FACTS_PART_ROWS", FOLD_MAX_ROWS // 3 + 1)  # in 3 parts
+        assert gather(data, transactions, ignored, settle=False, rows=FOLD_MAX_ROWS + 1) == (aggregated, None)
     if batch == "_edge_batch":
         one = aggregated["uuid-1:7"]
         assert one.expected == {"shop.a": 2, "shop.b": 2} and one.expected_total == -5  # the later END, 4 - 9
@@ -565,3 +571,73 @@ def test_the_greatest_position_is_found_over_arrow_columns(positions: list[list[
 
     column = pa.array([[Decimal(x) for x in p] for p in positions], pa.list_(pa.decimal128(38, 0)))
     assert _greatest(column) == greatest == positions.index(max(positions))
+
+
+def test_the_vectorised_grouping_of_interleaved_rows_without_spark() -> None:
+    """facts_of on Arrow rows alone: rows of two transactions interleaved, a redelivered event and a null total
+    order counted as distinct events (not twice, not at all), the greatest position of unequal lengths, offsets per
+    partition, the END with the greatest offset, and a transaction with BEGIN/END only."""
+    import pyarrow as pa
+
+    from cdclake.ingest.transactions import facts_of
+
+    ts = pa.timestamp("us", tz="UTC")
+    position = pa.list_(pa.decimal128(38, 0))
+    events = pa.table(
+        {
+            "tx": ["a", "b", "a", "a", "b", "a"],
+            "total_order": [1, 1, 2, 2, None, None],
+            "dc": ["s.t", "s.t", "s.t", "s.t", "s.u", "s.t"],
+            "topic": ["p.s.t", "p.s.t", "p.s.t", "p.s.t", "p.s.u", "p.s.t"],
+            "partition": pa.array([0, 0, 1, 1, 0, 0], pa.int32()),
+            "offset": [10, 11, 3, 4, 7, 12],
+            "ts": pa.array([5, 1, 9, 2, 3, None], ts),
+            "position": pa.array(
+                [
+                    [Decimal(1), Decimal(9)],
+                    [Decimal(2)],
+                    [Decimal(1), Decimal(10), Decimal(0)],
+                    None,
+                    [Decimal(1)],
+                    None,
+                ],
+                position,
+            ),
+            "op": ["c", "u", "u", "u", None, "d"],
+            "connector": [None, "postgresql", "postgresql", None, "postgresql", None],
+        }
+    )
+    markers = pa.table(
+        {
+            "tx": ["a", "a", "c", "c", "a"],
+            "topic": ["p.transaction"] * 5,
+            "partition": pa.array([0, 0, 0, 0, 1], pa.int32()),
+            "offset": [0, 5, 6, 7, 2],
+            "kafka_ts": pa.array([0, 8, 4, 4, 7], ts),
+            "status": ["BEGIN", "END", "BEGIN", "END", "END"],
+            "event_count": [None, 2, None, 0, 9],
+            "data_collections": pa.array(
+                [None, [("x.s.t", 2), ("s.sig", 4)], None, [], [("s.t", 9)]],
+                pa.list_(pa.struct([("data_collection", pa.string()), ("event_count", pa.int64())])),
+            ),
+        }
+    )
+    rows = {r["tx"]: r for r in facts_of(events, markers, {"s.sig"}).to_pylist()}
+    a, b, c = rows["a"], rows["b"], rows["c"]
+    assert {(o["dc"], o["n"]) for o in a["observed"]} == {("s.t", 2)}  # 1, 2, 2 again, and a null
+    assert a["position"] == [Decimal(1), Decimal(10), Decimal(0)] and b["position"] == [Decimal(2)]
+    assert sorted(a["ops"]) == ["c", "d", "u"] and a["connector"] == "postgresql"
+    assert sorted((o["topic"], o["partition"], o["first"], o["last"]) for o in a["offsets"]) == [
+        ("p.s.t", 0, 10, 12),
+        ("p.s.t", 1, 3, 4),
+        ("p.transaction", 0, 0, 5),
+        ("p.transaction", 1, 2, 2),
+    ]
+    assert a["first_ts"].timestamp() * 1e6 == 0 and a["last_ts"].timestamp() * 1e6 == 9
+    assert (a["end_topic"], a["end_partition"], a["end_offset"]) == ("p.transaction", 0, 5)  # greatest offset
+    assert a["expected"] == [{"dc": "s.t", "n": 2}] and a["expected_total"] == -2  # 2 - the signal table's 4
+    assert a["own"] is None  # its total is not its events'
+    assert {(o["dc"], o["n"]) for o in b["observed"]} == {("s.t", 1), ("s.u", 0)} and not b["end_seen"]
+    assert b["own"] is None and b["expected"] == [] and b["expected_total"] is None
+    assert c["observed"] == [] and c["ops"] is None and c["position"] is None and c["own"] == "empty"
+    assert facts_of(None, None) is None and facts_of(events.slice(0, 0), None) is None

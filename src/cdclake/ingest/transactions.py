@@ -327,7 +327,7 @@ def facts_of(events: pa.Table | None, markers: pa.Table | None, ignored: Collect
     # the first and last timestamp: the same order sorts by transaction, each of which has a record
     ts_type = records[0][0][records[0][1]].type
     times = pa.chunked_array([c.cast(ts_type) for t, ts in records for c in t[ts].chunks], ts_type)
-    by_tx = np.flatnonzero(np.r_[True, group[order][1:] != group[order][:-1]])
+    by_tx = _run_starts(group[order])
     first_ts, last_ts = _span(times, order, by_tx)
 
     if events is not None:
@@ -402,8 +402,7 @@ def _codes(columns: Sequence[pa.ChunkedArray]) -> tuple[pa.Array, np.ndarray]:
 def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The (stable) order that sorts ``keys``, and where each run of equal keys starts in it."""
     order = np.argsort(keys, kind="stable")
-    ordered = keys[order]
-    return order, np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    return order, _run_starts(keys[order])
 
 
 def _span(times: pa.ChunkedArray, order: np.ndarray, starts: np.ndarray) -> tuple[pa.Array, pa.Array]:
@@ -482,26 +481,35 @@ def _lists(n: int, groups: Any, columns: Sequence[pa.Array | pa.ChunkedArray], f
 
 
 def _greatest_per_group(n: int, groups: np.ndarray, positions: pa.ListArray) -> pa.Array:
-    """Per transaction, the greatest of its rows' ``positions`` (lists compared as Python compares them: element by
-    element, a prefix first); null when it has none."""
-    valid = np.asarray(positions.is_valid())
-    if not valid.any():
+    """Per transaction, the greatest of its rows' ``positions`` (:func:`_greatest_rows`); null when it has none."""
+    best = _greatest_rows(groups, positions)
+    if not len(best):
         return pa.nulls(n, positions.type)
+    return _scatter(n, groups[best], positions.take(pa.array(best)))
+
+
+def _greatest_rows(groups: np.ndarray, positions: pa.ListArray) -> np.ndarray:
+    """Per group of ``groups``, the row of its greatest non-null ``positions`` (lists compared as Python compares
+    them: element by element, a prefix first; the first read of equal ones), by one Arrow sort."""
+    valid = np.asarray(positions.is_valid())
+    rows = np.flatnonzero(valid)
+    if not len(rows):
+        return rows
     lengths = pc.fill_null(pc.list_value_length(positions), 0).to_numpy().astype(np.int64)
     starts = positions.offsets.to_numpy()[:-1].astype(np.int64)
     keys: dict[str, Any] = {"g": groups}
     for i in range(int(lengths.max())):
         keys[f"p{i}"] = pc.take(positions.values, pa.array(starts + i, mask=lengths <= i))
-    rows = np.flatnonzero(valid)
     ranked = pa.table(keys).take(pa.array(rows))
     order = pc.sort_indices(
         ranked, [("g", "ascending", "at_end"), *((k, "descending", "at_end") for k in keys if k != "g")]
     ).to_numpy()
-    sorted_g = groups[rows][order]
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = sorted_g[1:] != sorted_g[:-1]
-    best = rows[order[first]]
-    return _scatter(n, groups[best], positions.take(pa.array(best)))
+    return rows[order[_run_starts(groups[rows][order])]]
+
+
+def _run_starts(ordered: np.ndarray) -> np.ndarray:
+    """Where each run of equal values starts in the sorted ``ordered``."""
+    return np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
 
 
 def _last_end(groups: np.ndarray, markers: pa.Table) -> tuple[np.ndarray, pa.Table] | None:
@@ -513,10 +521,7 @@ def _last_end(groups: np.ndarray, markers: pa.Table) -> tuple[np.ndarray, pa.Tab
     rows = np.flatnonzero(is_end)
     ends = pa.table({"g": groups[rows], "offset": markers["offset"].take(pa.array(rows))})
     order = pc.sort_indices(ends, [("g", "ascending"), ("offset", "descending")]).to_numpy()
-    sorted_g = groups[rows][order]
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = sorted_g[1:] != sorted_g[:-1]
-    picked = rows[order[first]]
+    picked = rows[order[_run_starts(groups[rows][order])]]
     return groups[picked], markers.take(pa.array(picked))
 
 
@@ -702,18 +707,8 @@ class Settled:
 
 
 def _greatest(positions: pa.ListArray) -> int:
-    """The index of the greatest of ``positions`` (lists compared as Python compares them), element by element
-    over the Arrow columns."""
-    lengths = pc.list_value_length(positions)
-    candidates = pa.array(np.arange(len(positions)))
-    i = 0
-    while True:
-        longer = pc.filter(candidates, pc.greater(pc.take(lengths, candidates), i))
-        if not len(longer):  # the candidates are equal
-            return int(candidates[0].as_py())
-        values = pc.list_element(pc.take(positions, longer), i)
-        candidates = pc.filter(longer, pc.equal(values, pc.max(values)))
-        i += 1
+    """The index of the greatest of ``positions`` (all non-null; lists compared as Python compares them)."""
+    return int(_greatest_rows(np.zeros(len(positions), dtype=np.int64), positions)[0])
 
 
 def fold(

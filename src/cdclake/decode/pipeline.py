@@ -68,7 +68,7 @@ def decode_records(
     kinds = classify_topics(topics, options)
     planned = plan_data_topics(kinds.data, options)
     data = decode_data_topics(recs, planned.topics, options, sampled)
-    transactions = decode_transactions(recs, kinds.transactions, options)
+    transactions = decode_transactions(recs, {t: topics[t].prefixes for t in kinds.transactions}, options)
     schema_changes = decode_schema_changes(recs, kinds.schema_changes, options)
     undecodable = {**kinds.unrecognised, **planned.failed}
     return _assemble(recs, kinds, data, transactions, schema_changes, undecodable, sampled)

@@ -257,3 +257,43 @@ def test_a_sampled_record_that_contradicts_its_schema_is_the_only_dead_letter_of
     assert [(r["id"], r["n"]) for r in frame.collect()] == [(1, 2)]
     assert [(r["offset"], r["reason"]) for r in batch.dead_letters.collect()] == [(1, "type_mismatch")]
     assert batch.counts().records["data"] == 1 and batch.counts().records["dead_letters"] == 1
+
+
+def test_transaction_events_of_every_shape_decode_or_become_dead_letters(spark: SparkSession) -> None:
+    """BEGIN/END events through the envelope decoder: fields read as text (numbers as written), counts and times as
+    whole numbers, and hostile values a dead letter or a null, never a failed batch (a ``ts_ms`` beyond Spark's
+    range is a null time: Spark's ``timestamp_millis`` raises an overflow on it)."""
+    schema = {"type": "struct", "name": "io.debezium.connector.common.TransactionMetadataValue"}
+
+    def tx(offset: int, payload: object) -> dict[str, Any]:
+        return record("pg.transaction", offset, json.dumps({"schema": schema, "payload": payload}))
+
+    end = {"status": "end", "id": 571, "event_count": "3", "ts_ms": 1_700_000_000_123}
+    end["data_collections"] = [{"data_collection": "s.t", "event_count": 2}, None]
+    rows = [
+        tx(0, {"status": "BEGIN", "id": "571", "ts_ms": 2**63 - 1}),
+        tx(1, end),
+        tx(2, {"status": "END", "id": "9", "data_collections": "s.t"}),
+        tx(3, {"status": "END", "id": "9", "data_collections": [1]}),
+        tx(4, {"status": "COMMIT", "id": "9"}),
+        tx(5, {"status": "BEGIN"}),
+        tx(6, [1]),
+        record("pg.transaction", 7, None),
+    ]
+    batch = decode_records(records_from_dicts(spark, rows), options=DecodeOptions())
+    events = {r["offset"]: r.asDict(recursive=True) for r in batch.transactions.collect()}
+    assert sorted(events) == [0, 1]
+    assert (events[0]["status"], events[0]["id"], events[0]["ts"]) == ("BEGIN", "571", None)
+    assert (events[1]["status"], events[1]["id"], events[1]["event_count"]) == ("END", "571", 3)
+    assert events[1]["data_collections"] == [{"data_collection": "s.t", "event_count": 2}, None]
+    assert events[1]["ts"].year == 2023 and events[1]["server"] == "pg"
+    dead = sorted((r["offset"], r["reason"]) for r in batch.dead_letters.collect())
+    assert dead == [
+        (2, "type_mismatch"),
+        (3, "type_mismatch"),
+        (4, "unknown_tx_status"),
+        (5, "missing_tx_id"),
+        (6, "not_an_object"),
+    ]
+    counts = batch.counts()
+    assert (counts["transactions"], counts["dead_letters"], counts["tombstones"]) == (2, 5, 1)

@@ -77,6 +77,8 @@ abstract class RecordDecoder {
         return new DataDecoder(plan);
       case "schema_change":
         return new SchemaChangeDecoder(plan);
+      case "transaction":
+        return new TransactionDecoder(plan);
       default:
         throw new IllegalArgumentException("decode plan: unknown kind '" + kind + "'");
     }

@@ -109,8 +109,7 @@ final class SchemaChangeDecoder extends RecordDecoder {
           out[i] = Times.instant(source.micros());
           break;
         case "ts":
-          Long ms = Numbers.parseLong(tsMs);
-          out[i] = ms == null || ms > Long.MAX_VALUE / 1000 || ms < Long.MIN_VALUE / 1000 ? null : Times.instant(ms * 1000);
+          out[i] = Times.millis(tsMs);
           break;
         case "position":
           out[i] = position == null ? null : Position.full(position, source, source.snapshot(), partition, offset);

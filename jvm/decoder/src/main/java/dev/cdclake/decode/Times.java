@@ -43,6 +43,12 @@ final class Times {
         : Instant.ofEpochSecond(Math.floorDiv(micros, 1_000_000L), Math.floorMod(micros, 1_000_000L) * 1000L);
   }
 
+  /** The instant of a text of epoch milliseconds ({@link Numbers#parseLong}), null when not one or out of range. */
+  static Instant millis(String text) {
+    Long ms = Numbers.parseLong(text);
+    return ms == null || ms > Long.MAX_VALUE / 1000 || ms < Long.MIN_VALUE / 1000 ? null : instant(ms * 1000);
+  }
+
   private static Instant inRange(Instant i) {
     long s = i.getEpochSecond();
     return s > MAX_SECONDS || s < -MAX_SECONDS ? null : i;

@@ -172,6 +172,48 @@ class DecodersTest {
     assertEquals("missing_payload", reason(plan, "{\"schema\":{}}"));
   }
 
+  private static final String TX_PLAN = "{\"kind\":\"transaction\",\"schemas\":true,\"prefixes\":[" + quote(PREFIX)
+      + "],\"outputs\":[\"status\",\"tx_id\",\"event_count\",\"data_collections\",\"ts\",\"reason\"]}";
+
+  private static List<Object> transaction(String payload) {
+    return decode(TX_PLAN, PREFIX + payload + "}");
+  }
+
+  @Test
+  void aTransactionEventDecodesItsStatusCountsAndTime() {
+    List<Object> begin = transaction("{\"status\":\"begin\",\"id\":\"571:2\",\"ts_ms\":1700000000123}");
+    assertEquals(Arrays.asList("BEGIN", "571:2", null, null), begin.subList(0, 4));
+    assertEquals(java.time.Instant.ofEpochMilli(1700000000123L), begin.get(4));
+    assertNull(begin.get(5));
+    List<Object> end = transaction("{\"status\":\"END\",\"id\":571,\"event_count\":\"3\",\"data_collections\":"
+        + "[{\"data_collection\":\"s.t\",\"event_count\":2},null,{\"data_collection\":\"s.u\",\"event_count\":\"x\"}],"
+        + "\"ts_ms\":\"12\",\"extra\":{\"a\":[1]}}");
+    assertEquals("571", end.get(1));
+    assertEquals(3L, end.get(2));
+    Object[] collections = (Object[]) end.get(3);
+    assertEquals(org.apache.spark.sql.RowFactory.create("s.t", 2L), collections[0]);
+    assertNull(collections[1]);
+    assertEquals(org.apache.spark.sql.RowFactory.create("s.u", null), collections[2]);
+    assertEquals(java.time.Instant.ofEpochMilli(12), end.get(4));
+    assertNull(end.get(5));
+    // a time out of range is null, not a failure
+    assertNull(transaction("{\"status\":\"BEGIN\",\"id\":\"1\",\"ts_ms\":9223372036854775807}").get(4));
+    // the record's schema text need not be the sampled one
+    assertEquals("BEGIN", decode(TX_PLAN, "{\"schema\":{},\"payload\":{\"status\":\"BEGIN\",\"id\":\"1\"}}").get(0));
+  }
+
+  @Test
+  void aTransactionEventsReasons() {
+    assertEquals("unknown_tx_status", transaction("{\"status\":\"COMMIT\",\"id\":\"9\"}").get(5));
+    assertEquals("unknown_tx_status", transaction("{\"id\":\"9\"}").get(5));
+    assertEquals("missing_tx_id", transaction("{\"status\":\"END\",\"id\":null}").get(5));
+    assertEquals("type_mismatch", transaction("{\"status\":\"END\",\"id\":\"1\",\"data_collections\":\"s.t\"}").get(5));
+    assertEquals("type_mismatch", transaction("{\"status\":\"END\",\"id\":\"1\",\"data_collections\":[1]}").get(5));
+    assertEquals("missing_payload", decode(TX_PLAN, PREFIX + "null}").get(5));
+    assertEquals("invalid_json", decode(TX_PLAN, "{\"status\":").get(5));
+    assertEquals("tombstone", decode(TX_PLAN, null).get(5));
+  }
+
   @Test
   void badPlansAreRefusedWithTheirReason() {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> Decoders.of("{\"kind\":\"x\"}"));

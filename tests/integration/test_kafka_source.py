@@ -37,7 +37,10 @@ def test_ranges_are_read_exactly_and_a_topic_filter_reads_only_that_topic(
     producer = Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True})
     for topic in topics:
         for i in range(12):
-            producer.produce(topic, key=f"k{i}".encode(), value=f"{topic}:{i}".encode(), partition=i % 2)
+            headers = [("__debezium.context.taskId", b"0"), ("__debezium.oldkey", f'{{"id":{i}}}'.encode())]
+            producer.produce(
+                topic, key=f"k{i}".encode(), value=f"{topic}:{i}".encode(), partition=i % 2, headers=headers
+            )
     assert producer.flush(30) == 0
 
     source = KafkaRecordSource(kafka_bootstrap, [rf"it-src-{run}\..*"])
@@ -51,6 +54,17 @@ def test_ranges_are_read_exactly_and_a_topic_filter_reads_only_that_topic(
         (r.topic, r.partition, o, f"{r.topic}:{2 * o + r.partition}") for r in ranges for o in range(r.start, r.end)
     )
     assert got == expected
+    # every record's headers, in order; read without them (what the ingestion job decodes): the same records,
+    # their headers null
+    for r in raw.collect():
+        i = r["value"].rsplit(":", 1)[1]
+        headers = [(h["key"], h["value"]) for h in r["headers"]]
+        assert headers == [("__debezium.context.taskId", b"0"), ("__debezium.oldkey", f'{{"id":{i}}}'.encode())]
+    bare = source.read(spark, ranges, headers=False)
+    assert "headers" not in bare.columns
+    bare_rows = normalise_records(bare).collect()
+    assert sorted((r["topic"], r["partition"], r["offset"], r["value"]) for r in bare_rows) == expected
+    assert all(r["headers"] is None for r in bare_rows)
     # a few records per topic: each Kafka partition's range is one slice (one fetch per pass over them)
     assert raw.rdd.getNumPartitions() == len(ranges)
     # cut into offset slices when a topic holds enough records: the same records, read by more tasks

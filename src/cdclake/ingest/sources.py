@@ -52,8 +52,9 @@ class RecordSource(abc.ABC):
         """(earliest, latest) offset per topic-partition."""
 
     @abc.abstractmethod
-    def read(self, spark: SparkSession, ranges: Sequence[OffsetRange]) -> DataFrame:
-        """Exactly the records of ``ranges``."""
+    def read(self, spark: SparkSession, ranges: Sequence[OffsetRange], headers: bool = True) -> DataFrame:
+        """Exactly the records of ``ranges``; without ``headers``, their headers may be left out (null) where
+        reading them costs (Kafka)."""
 
     def sampler(self, spark: SparkSession, ranges: Sequence[OffsetRange]) -> RecordSampler | None:
         """A sampler of ``ranges`` for the decoder's discovery that reads the source itself, where that is
@@ -131,7 +132,10 @@ class KafkaRecordSource(RecordSource):
         finally:
             consumer.close()
 
-    def read(self, spark: SparkSession, ranges: Sequence[OffsetRange]) -> DataFrame:
+    def read(self, spark: SparkSession, ranges: Sequence[OffsetRange], headers: bool = True) -> DataFrame:
+        """The records of ``ranges``, one read per topic; without ``headers``, Spark's Kafka source leaves them out
+        (no ``headers`` column): turning every record's headers into Spark rows (Debezium's context headers on each
+        record) was about a seventh of the decoding pass's CPU (docs/benchmarks.md)."""
         from functools import reduce
 
         from pyspark.sql import functions as F
@@ -142,7 +146,7 @@ class KafkaRecordSource(RecordSource):
         if not by_topic:
             raise RecordSourceError("KafkaRecordSource.read needs at least one offset range")
         frames = [
-            self._read_topic(spark, topic, topic_ranges).withColumn("topic", F.lit(topic))
+            self._read_topic(spark, topic, topic_ranges, headers).withColumn("topic", F.lit(topic))
             for topic, topic_ranges in sorted(by_topic.items())
         ]
         return reduce(lambda a, b: a.unionByName(b), frames)
@@ -229,7 +233,7 @@ class KafkaRecordSource(RecordSource):
                     rows[(tp[0], tp[1], offset)] = _fetched_row(message, tp[0], tp[1], offset)
                     at[tp] += 1
 
-    def _read_topic(self, spark: SparkSession, topic: str, ranges: Sequence[OffsetRange]) -> DataFrame:
+    def _read_topic(self, spark: SparkSession, topic: str, ranges: Sequence[OffsetRange], headers: bool) -> DataFrame:
         start = {topic: {str(r.partition): r.start for r in ranges}}
         end = {topic: {str(r.partition): r.end for r in ranges}}
         reader = (
@@ -238,7 +242,7 @@ class KafkaRecordSource(RecordSource):
             .option("assign", json.dumps({topic: sorted(r.partition for r in ranges)}))
             .option("startingOffsets", json.dumps(start))
             .option("endingOffsets", json.dumps(end))
-            .option("includeHeaders", "true")
+            .option("includeHeaders", str(headers).lower())
             .option("failOnDataLoss", "true")
             # Kafka partitions are split into offset slices so that a single-partition topic (Debezium's
             # default) is read and decoded on every core, not one (a small range is not split, see read_slices)
@@ -419,7 +423,7 @@ class FrameRecordSource(RecordSource):
             latest[(row["topic"], row["partition"])] = int(row["hi"]) + 1
         return earliest, latest
 
-    def read(self, spark: SparkSession, ranges: Sequence[OffsetRange]) -> DataFrame:
+    def read(self, spark: SparkSession, ranges: Sequence[OffsetRange], headers: bool = True) -> DataFrame:
         return self._frame.where(within(ranges)) if ranges else self._frame.limit(0)
 
     def infer(self) -> dict[str, object]:

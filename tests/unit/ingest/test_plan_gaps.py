@@ -33,7 +33,7 @@ class _Log(RecordSource):
     def watermarks(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
         return self.bounds
 
-    def read(self, spark: Any, ranges: Any) -> Any:
+    def read(self, spark: Any, ranges: Any, headers: bool = True) -> Any:
         raise AssertionError("planning reads no record")
 
 

@@ -134,7 +134,7 @@ def _apply_one(
         before_cuts(decoded.own[table_id], tx.cuts),
         # a discarded table takes its own events as if it had never been quarantined
         None if discarded else plan.quarantined.get(applier.identifier),
-        records.frame,
+        records.whole,
         decoded.blocked.get(applier.identifier),
         batch.table_stats(table_id) if whole else None,
     )

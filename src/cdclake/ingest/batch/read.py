@@ -21,10 +21,17 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class BatchRecords:
     """The records of a batch as text (``topic, partition, offset, key, value, ...``), and how discovery
-    samples them (None: by a pass over all of them)."""
+    samples them (None: by a pass over all of them).
+
+    ``frame`` is what the batch decodes: from Kafka without the records' headers, which the ingestion job does
+    not use (the primary-key move headers' ``_cdc_old_key``/``_cdc_new_key`` are null, and ``invalid_header`` is
+    not checked). ``whole`` is the planned ranges' records with their headers, for holding a quarantined table's
+    records as they were.
+    """
 
     frame: DataFrame
     sampler: RecordSampler | None
+    whole: DataFrame
 
     def release(self) -> None:
         self.frame.unpersist()
@@ -34,9 +41,12 @@ def read_records(ctx: BatchContext, plan: BatchPlan) -> BatchRecords:
     """The planned ranges' records (lazy), cached unless the source is cheaper to read again."""
     with ctx.timed("read+decode"):
         spark, records = ctx.spark, ctx.records
-        raw = records.read(spark, plan.ranges) if plan.ranges else spark.createDataFrame([], STRING_RECORD_SCHEMA)
-        # cached as text: every pass (discovery, decoding, transactions, dead letters) reads it without a cast
-        raw = normalise_records(raw)
+        if plan.ranges:
+            whole = normalise_records(records.read(spark, plan.ranges))
+            # cached as text: every pass (discovery, decoding, transactions, dead letters) reads it without a cast
+            raw = whole if records.cache_records else normalise_records(records.read(spark, plan.ranges, False))
+        else:
+            raw = whole = spark.createDataFrame([], STRING_RECORD_SCHEMA)
         replays = plan.replays
         if replays:
             raw = raw.unionByName(held_records(spark, ctx.name, replays, plan.ranges))
@@ -49,4 +59,4 @@ def read_records(ctx: BatchContext, plan: BatchPlan) -> BatchRecords:
             sampler = records.sampler(spark, plan.ranges) or (
                 FrameSampler(raw, plan.ranges) if records.cache_records else None
             )
-        return BatchRecords(raw, sampler)
+        return BatchRecords(raw, sampler, whole)

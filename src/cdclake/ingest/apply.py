@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdclake.decode.batch import BOUNDED_KEY_TYPES, INTEGRAL_KEY_TYPES
+from cdclake.decode.columns import KEY, LAKE_META_NAMES
 from cdclake.sql import quote_identifier, quote_string
 
 ROW_OPS = ("c", "r", "u", "d")
@@ -169,6 +170,11 @@ def keep_column_names(frame: DataFrame) -> list[str]:
     return sorted(r["c"] for r in rows)
 
 
+#: The metadata columns an upsert's rows carry to the table: what a lake table stores of them (the raw key only
+#: where the table has that column).
+STORED_META = frozenset((*LAKE_META_NAMES, KEY.name))
+
+
 def latest_per_key(
     frame: DataFrame, key_columns: Sequence[str], data_columns: Sequence[str], keep_columns: Sequence[str] = ()
 ) -> DataFrame:
@@ -185,7 +191,9 @@ def latest_per_key(
         keep_columns: columns that may carry placeholders (see :func:`keep_column_names`).
 
     Returns:
-        One row per key: data columns, ``_keep`` (array<string>) and the ``_cdc_*`` columns.
+        One row per key: data columns, ``_keep`` (array<string>) and the ``_cdc_*`` columns a lake table stores
+        (:data:`STORED_META`); the others (transaction orders, the source block's names, ...) are left out before
+        the rows are shuffled by key.
     """
     keys = [F.col(quote_identifier(k)) for k in key_columns]
     resolved = frame
@@ -206,7 +214,7 @@ def latest_per_key(
     numbered = resolved.select(
         *[F.col(quote_identifier(c)) for c in data_columns],
         keep,
-        *[F.col(c) for c in frame.columns if c.startswith("_cdc_")],
+        *[F.col(c) for c in frame.columns if c in STORED_META],
         F.row_number().over(newest).alias("__rn"),
     )
     return numbered.where(F.col("__rn") == 1).drop("__rn")

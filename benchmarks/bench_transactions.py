@@ -1,15 +1,15 @@
 """The transactions phase's gathering on a large batch, alone and warm (prints figures; asserts nothing).
 
 :func:`cdclake.ingest.transactions.facts` gathers one row per transaction from the batch's cached decoded change
-rows and its BEGIN/END events: two Spark jobs read their narrow projections through Arrow, and Arrow's hash
-aggregation groups them in the driver (:func:`~cdclake.ingest.transactions.facts_of`). Here the cached rows are
+rows and its BEGIN/END events: two Spark jobs read their narrow projections through Arrow, and the driver groups
+them with numpy and Arrow (:func:`~cdclake.ingest.transactions.facts_of`). Here the cached rows are
 built in Spark in the shape of the real-shape PostgreSQL backlog's batch (``bench_real_shape.py``):
 ``--transactions`` transactions (333,333 by default: 1M change events) of 3 updates of one table each, spread over
 4 partitions, PostgreSQL ids (``<txId>:<LSN>``) and positions (``[lsn, 0]``), a BEGIN and an END per transaction
 in the transaction topic with its per-table count. No Kafka and no decoding: the gathering alone, repeated
 ``--repeat`` times in one session (the first pays for the JIT and code generation).
 
-Prints each run's seconds of: the two Spark jobs read through Arrow; Arrow's grouping of what they read; the two
+Prints each run's seconds of: the two Spark jobs read through Arrow; the driver's grouping of what they read; the two
 together (what the phase runs), and the peak of the Python process's resident memory.
 
 Usage: ``.venv/bin/python benchmarks/bench_transactions.py [--transactions 333333] [--repeat 4]``
@@ -96,7 +96,7 @@ def main() -> None:
     events, marks = read()
     jobs: dict[str, Callable[[], object]] = {
         "the two Spark jobs, read through Arrow": read,
-        "Arrow's grouping of their rows": lambda: T.facts_of(events, marks),
+        "the driver's grouping of their rows": lambda: T.facts_of(events, marks),
         "both (the phase's gathering)": lambda: T.facts([data], markers),
     }
     print(

@@ -133,7 +133,8 @@ class LostRecords:
 
 def tx_key(connector: Column, tx_id: Column) -> Column:
     """The transaction part of an id (see module docstring)."""
-    return F.when(F.lower(connector).isin(*SPLIT_ID_CONNECTORS), F.split(tx_id, ":").getItem(0)).otherwise(tx_id)
+    # what precedes the first ":" (split's first part, without a regular expression and an array per row)
+    return F.when(F.lower(connector).isin(*SPLIT_ID_CONNECTORS), F.substring_index(tx_id, ":", 1)).otherwise(tx_id)
 
 
 def tx_key_py(connector: str | None, tx_id: str) -> str:
@@ -596,7 +597,7 @@ def _markers(transactions: DataFrame) -> DataFrame:
     # BEGIN/END carry no connector: "<digits>:<digits>" is the PostgreSQL/Informix style
     # (a MySQL GTID "<uuid>:<n>" is used whole, like in its data events)
     return transactions.select(
-        F.when(F.col("id").rlike(_SPLIT_ID), F.split("id", ":").getItem(0)).otherwise(F.col("id")).alias("tx"),
+        F.when(F.col("id").rlike(_SPLIT_ID), F.substring_index("id", ":", 1)).otherwise(F.col("id")).alias("tx"),
         "topic",
         "partition",
         "offset",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column
@@ -28,7 +29,7 @@ from cdclake.decode.columns import META_COLUMNS, Origin
 from cdclake.exceptions import NotInstalledError
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 DECODE_FUNCTION_CLASS = "dev.cdclake.decode.spark.DecodeFunction"
 
@@ -88,6 +89,21 @@ def decode_call(spark: SparkSession, plan: Mapping[str, Any], return_type: T.Str
         F.col("partition").cast("int"),
         F.col("offset").cast("long"),
     )
+
+
+def decode_topics(
+    recs: DataFrame, plans: Mapping[str | None, Mapping[str, Any]], return_type: T.StructType
+) -> DataFrame:
+    """``recs`` of the topics of ``plans``, each with its decoder's struct in ``_d`` (one decoder per topic; the
+    plans' ``outputs`` give ``return_type``). A ``None`` topic stands for none: no records."""
+    spark = recs.sparkSession
+    frames = [
+        (recs.where(F.col("topic") == F.lit(topic)) if topic is not None else recs.where(F.lit(False))).select(
+            "*", decode_call(spark, plan, return_type).alias("_d")
+        )
+        for topic, plan in plans.items()
+    ]
+    return reduce(lambda a, b: a.union(b), frames)
 
 
 def register_decoder(spark: SparkSession, plan: Mapping[str, Any], return_type: T.StructType) -> str:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from functools import reduce
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
 from cdclake.decode.dead_letters import SideOutput, categorised, dead, split
-from cdclake.decode.jvm import decode_call, output_type
+from cdclake.decode.jvm import decode_topics, output_type
 from cdclake.decode.options import DecodeOptions
 from cdclake.dialects import Dialect
 
@@ -27,10 +26,8 @@ def decode_schema_changes(recs: DataFrame, topics: dict[str, Dialect | None], op
     One envelope decoder per topic (its dialect gives the position rule; a topic of an unknown connector has
     no position).
     """
-    return_type = output_type(_SCHEMA_CHANGE_OUTPUTS)
-    decoded = []
-    for topic, dialect in sorted(topics.items()) or [(None, None)]:
-        decoder = {
+    plans = {
+        topic: {
             "kind": "schema_change",
             "position": dialect.position_rule if dialect is not None else None,
             "default_connector": dialect.name if dialect is not None else None,
@@ -39,9 +36,9 @@ def decode_schema_changes(recs: DataFrame, topics: dict[str, Dialect | None], op
             "outputs": list(_SCHEMA_CHANGE_OUTPUTS),
             "max_record_bytes": options.max_record_bytes,
         }
-        frame = recs.where(F.col("topic") == F.lit(topic)) if topic is not None else recs.where(F.lit(False))
-        decoded.append(frame.select("*", decode_call(recs.sparkSession, decoder, return_type).alias("_d")))
-    parsed = reduce(lambda a, b: a.union(b), decoded)
+        for topic, dialect in sorted(topics.items()) or [(None, None)]
+    }
+    parsed = decode_topics(recs, plans, output_type(_SCHEMA_CHANGE_OUTPUTS))
     d = F.col("_d")
     staged, usable, unusable = split(parsed, d.getField("reason"))
     rows = staged.where(usable).select(

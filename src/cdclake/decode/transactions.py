@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from functools import reduce
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
 from cdclake.decode.batch import barrier, behind_barrier, unusable
 from cdclake.decode.dead_letters import SideOutput, categorised, dead
-from cdclake.decode.jvm import decode_call, output_type
+from cdclake.decode.jvm import decode_topics, output_type
 from cdclake.decode.options import DecodeOptions
 
 if TYPE_CHECKING:
@@ -47,20 +46,18 @@ def decode_transactions(recs: DataFrame, topics: Mapping[str, Sequence[str]], op
     value. :meth:`cdclake.decode.DecodedBatch.materialise` caches it, so the counting pass decodes each record once
     and the transactions phase reads the cached rows.
     """
-    return_type = output_type(_TX_OUTPUTS)
-    decoded = []
-    for topic, prefixes in sorted(topics.items()) or [(None, [])]:
-        decoder = {
+    plans = {
+        topic: {
             "kind": "transaction",
             "schemas": options.value_schemas_enabled,
             "prefixes": list(prefixes) if options.value_schemas_enabled else [],
             "outputs": list(_TX_OUTPUTS),
             "max_record_bytes": options.max_record_bytes,
         }
-        frame = recs.where(F.col("topic") == F.lit(topic)) if topic is not None else recs.where(F.lit(False))
-        # The decoding is a projection of its own, filtered above a barrier (see cdclake.decode.data_decode)
-        decoded.append(frame.select("*", decode_call(recs.sparkSession, decoder, return_type).alias("_d")))
-    parsed = reduce(lambda a, b: a.union(b), decoded)
+        for topic, prefixes in sorted(topics.items()) or [(None, [])]
+    }
+    # The decoding is a projection of its own, filtered above a barrier (see cdclake.decode.data_decode)
+    parsed = decode_topics(recs, plans, output_type(_TX_OUTPUTS))
     d = F.col("_d")
     fields = parsed.select(
         F.col("topic"),

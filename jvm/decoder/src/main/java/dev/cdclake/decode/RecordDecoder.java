@@ -9,6 +9,7 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
 
 /**
  * Decodes the value of one Kafka record of a topic into the outputs its plan names (one decoder per topic and
@@ -61,6 +62,22 @@ abstract class RecordDecoder {
       texts.add(prefix.asText().getBytes(StandardCharsets.UTF_8));
     }
     this.prefixes = texts.toArray(new byte[0][]);
+  }
+
+  /**
+   * The plan's {@code outputs}, each one of {@code known}.
+   *
+   * @throws IllegalArgumentException naming an output a decoder of {@code what} does not know
+   */
+  static String[] outputNames(JsonNode plan, Set<String> known, String what) {
+    List<String> names = new ArrayList<>();
+    for (JsonNode o : plan.path("outputs")) {
+      if (!known.contains(o.asText())) {
+        throw new IllegalArgumentException("decode plan: unknown output '" + o.asText() + "' of " + what);
+      }
+      names.add(o.asText());
+    }
+    return names.toArray(new String[0]);
   }
 
   /** The decoder a plan describes (the JSON cdclake.decode writes for each topic). */

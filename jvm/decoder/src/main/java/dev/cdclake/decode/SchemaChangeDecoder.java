@@ -4,8 +4,6 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.io.IOException;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Set;
 
 /**
@@ -35,14 +33,7 @@ final class SchemaChangeDecoder extends RecordDecoder {
     super(plan);
     this.position = Position.of(plan.path("position").isTextual() ? plan.path("position").asText() : null);
     this.defaultConnector = plan.path("default_connector").isTextual() ? plan.path("default_connector").asText() : null;
-    List<String> names = new ArrayList<>();
-    for (JsonNode o : plan.path("outputs")) {
-      if (!KNOWN.contains(o.asText())) {
-        throw new IllegalArgumentException("decode plan: unknown output '" + o.asText() + "' of a schema change topic");
-      }
-      names.add(o.asText());
-    }
-    this.outputs = names.toArray(new String[0]);
+    this.outputs = outputNames(plan, KNOWN, "a schema change topic");
   }
 
   @Override

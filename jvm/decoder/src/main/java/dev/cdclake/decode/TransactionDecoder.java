@@ -36,14 +36,7 @@ final class TransactionDecoder extends RecordDecoder {
 
   TransactionDecoder(JsonNode plan) {
     super(plan);
-    List<String> names = new ArrayList<>();
-    for (JsonNode o : plan.path("outputs")) {
-      if (!KNOWN.contains(o.asText())) {
-        throw new IllegalArgumentException("decode plan: unknown output '" + o.asText() + "' of a transaction topic");
-      }
-      names.add(o.asText());
-    }
-    this.outputs = names.toArray(new String[0]);
+    this.outputs = outputNames(plan, KNOWN, "a transaction topic");
   }
 
   @Override

@@ -7,10 +7,11 @@ outputs the plan names. Everything else (discovery, planning, the output frames,
 Python by the other modules of :mod:`cdclake.decode`. The jar is built from source by ``make jars`` into
 ``.cache/jvm/spark`` with the other jars every cdclake Spark session loads.
 
-A plan is JSON: ``kind`` (``data``, ``schema_change`` or ``transaction``), the dialect's ``position`` rule, converter settings
-and, for data topics, the columns' codecs (:meth:`cdclake.decode.connect.RowPlan.codecs`); ``outputs`` lists
-the struct's fields in order, and :func:`output_type` gives their Spark types. The function is registered in the
-session under a name derived from the plan, so one plan is one function however often it is used.
+A plan is JSON: ``kind`` (``data``, ``schema_change`` or ``transaction``), the dialect's ``position`` rule,
+converter settings and, for data topics, the columns' codecs (:meth:`cdclake.decode.connect.RowPlan.codecs`);
+``outputs`` lists the struct's fields in order, and :func:`output_type` gives their Spark types. The function is
+registered in the session under a name derived from the plan, so one plan is one function however often it is
+used.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from cdclake.stack.debian import Binaries, binaries
 from cdclake.stack.kafka import KafkaService
 from cdclake.stack.mariadb import MariaDbService
 from cdclake.stack.postgres import PostgresService
-from cdclake.stack.process import require_free_port, wait_until
+from cdclake.stack.process import port_is_free, require_free_port, wait_until
 
 logger = logging.getLogger(__name__)
 
@@ -260,7 +260,8 @@ class Stack:
         if not ok:
             raise StackError(
                 f"{service.name} did not answer within {self.config.start_timeout_s:.0f}s (its last probe: "
-                f"{probe.last}); see {service.log_file}:\n{service.process.tail(30)}"
+                f"{probe.last}; {_sockets(service, self.config.host)}); see {service.log_file}:\n"
+                f"{service.process.tail(30)}"
             )
         timings[service.name] = time.monotonic() - t0 if t0 else 0.0
         if t0:
@@ -326,6 +327,16 @@ class Stack:
 
 class _Exited(Exception):
     pass
+
+
+def _sockets(service: Service, host: str) -> str:
+    """What holds a service's ports at this moment, for the message of a service that never answered: its
+    process still running or not, and for each port whether anything listens on it."""
+    ports = ", ".join(
+        f"{e.label} port {e.port} {'free' if port_is_free(host, e.port) else 'bound'}" for e in service.endpoints()
+    )
+    alive = f"pid {service.process.pid()} running" if service.process.running() else "process gone"
+    return f"{alive}; {ports}" if ports else alive
 
 
 class Probe:

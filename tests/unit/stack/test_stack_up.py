@@ -6,6 +6,7 @@ start-up bookkeeping, not the servers; the processes, pid files and signals are 
 
 from __future__ import annotations
 
+import socket
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -21,13 +22,14 @@ from cdclake.stack.manager import ALL_SERVICES, SERVICE_ORDER, Stack
 class _Sleeper(Service):
     answers = True
     error: str | None = None
+    ports: tuple[int, ...] = ()
 
     @property
     def marker(self) -> str:
         return f"cdclake-stack-test-{self.name}-{self.config.state_dir.name}"
 
     def endpoints(self) -> list[Endpoint]:
-        return []
+        return [Endpoint("API", port, "CDC_TEST_PORT") for port in self.ports]
 
     def prepare(self) -> None:
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -44,13 +46,15 @@ class _Sleeper(Service):
         return self.name
 
 
-def _stack(tmp_path: Path, broken: str, error: str | None = None, **config_: object) -> Stack:
+def _stack(
+    tmp_path: Path, broken: str, error: str | None = None, ports: tuple[int, ...] = (), **config_: object
+) -> Stack:
     config = StackConfig(state_dir=tmp_path / "state", jvm_dir=tmp_path / "jvm", start_timeout_s=2.0)
     config = replace(config, **config_)  # type: ignore[arg-type]
     stack = Stack(config, bins=object())  # type: ignore[arg-type]
     services: dict[str, Service] = {}
     for name in ALL_SERVICES:
-        failing = {"answers": False, "error": error} if name == broken else {}
+        failing = {"answers": False, "error": error, "ports": ports} if name == broken else {}
         cls = type(f"Fake_{name}", (_Sleeper,), {"name": name, **failing})
         services[name] = cls(config, stack._bins, {})  # type: ignore[arg-type]
     stack._services = services
@@ -61,7 +65,9 @@ def _stack(tmp_path: Path, broken: str, error: str | None = None, **config_: obj
 def test_a_service_that_never_answers_fails_up_and_what_was_started_is_stopped(tmp_path: Path) -> None:
     stack = _stack(tmp_path, broken="connect")
     said: list[tuple[str, str]] = []
-    with pytest.raises(StackError, match=r"connect did not answer within 2s \(its last probe: answered, not ready\)"):
+    with pytest.raises(
+        StackError, match=r"connect did not answer within 2s \(its last probe: answered, not ready; pid \d+ running\)"
+    ):
         stack.up(lambda name, message: said.append((name, message)))
     assert [s.name for s in stack.status() if s.running] == []
     assert not any((tmp_path / "state" / "run").glob("*.pid"))
@@ -69,9 +75,17 @@ def test_a_service_that_never_answers_fails_up_and_what_was_started_is_stopped(t
 
 
 def test_a_service_whose_probe_keeps_failing_is_reported_with_the_probes_last_error(tmp_path: Path) -> None:
-    stack = _stack(tmp_path, broken="kafka", error="connection refused")
+    """The message also says whether the process still runs and whether anything holds its port."""
+    with socket.socket() as spare:
+        spare.bind(("127.0.0.1", 0))
+        port = spare.getsockname()[1]
+    stack = _stack(tmp_path, broken="kafka", error="connection refused", ports=(port,))
     with pytest.raises(
-        StackError, match=r"kafka did not answer within 2s \(its last probe: ConnectionError: connection refused\)"
+        StackError,
+        match=(
+            r"kafka did not answer within 2s \(its last probe: ConnectionError: connection refused; "
+            rf"pid \d+ running; API port {port} free\)"
+        ),
     ):
         stack.up()
     assert [s.name for s in stack.status() if s.running] == []

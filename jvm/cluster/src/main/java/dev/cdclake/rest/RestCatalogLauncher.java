@@ -1,7 +1,10 @@
 package dev.cdclake.rest;
 
+import java.io.IOException;
 import java.lang.reflect.Constructor;
 import java.lang.reflect.Field;
+import java.net.InetSocketAddress;
+import java.net.Socket;
 import org.eclipse.jetty.http.UriCompliance;
 import org.eclipse.jetty.server.ConnectionFactory;
 import org.eclipse.jetty.server.Connector;
@@ -48,9 +51,33 @@ public final class RestCatalogLauncher {
         serverConnector.stop();
         serverConnector.setHost(host);
         serverConnector.start();
+        acceptsConnections(serverConnector, host);
       }
     }
     System.out.println("cdclake: Iceberg REST catalog listening on " + host + " (nested namespaces with %1F)");
     http.join();
+  }
+
+  /**
+   * Connects to the restarted connector once, and restarts it again (up to five times) while the connection is
+   * refused, so the server never reports it listens on a port nothing accepts on; exits with status 1 if it never
+   * accepts.
+   */
+  private static void acceptsConnections(ServerConnector connector, String host) throws Exception {
+    int port = connector.getLocalPort();
+    for (int attempt = 1; attempt <= 5; attempt++) {
+      try (Socket socket = new Socket()) {
+        socket.connect(new InetSocketAddress(host, port), 2000);
+        return;
+      } catch (IOException e) {
+        System.err.println(
+            "cdclake: " + host + ":" + port + " refused a connection after the connector's restart (" + e
+                + "); restarting it, attempt " + attempt);
+        connector.stop();
+        connector.start();
+      }
+    }
+    System.err.println("cdclake: the REST catalog's connector never accepted connections on " + host + ":" + port);
+    System.exit(1);
   }
 }

@@ -7,7 +7,8 @@ each on a freshly loaded table as the job does; at a few counts, the append's ti
 read of the source's newest rows, and the table's data files. Three tables side by side:
 
 * **as pyiceberg leaves it**: every snapshot kept, a manifest per append; the read scans the source's rows;
-* **as cdclake keeps it**: after each append :func:`cdclake.lake.rows.tidy_snapshots` (what
+* **as cdclake keeps it**: appended in :func:`cdclake.lake.rows.transaction` (its staged metadata worked out once
+  per update), then :func:`cdclake.lake.rows.tidy_snapshots` (what
   :func:`cdclake.lake.rows.append_rows` runs), manifests merged (:data:`cdclake.lake.rows.APPEND_TABLE_PROPERTIES`);
   the read starts at the last committed batch's ``seq`` (:func:`cdclake.ingest.ledger.rows_from`, as
   :meth:`cdclake.ingest.ledger.BatchLedger.last` reads after its first read);
@@ -61,9 +62,12 @@ def run(
         row = pa.table({"source": ["pg"], "batch_id": [f"b{i}"], "seq": [i]}, schema=schema)
         t0 = time.monotonic()
         table = catalog.load_table(("cdc_audit", "batches"))
-        table.append(row, snapshot_properties={"cdc.batch-id": f"b{i}"})
         if kept:
+            with lake_rows.transaction(table) as tx:
+                tx.append(row, snapshot_properties={"cdc.batch-id": f"b{i}"})
             lake_rows.tidy_snapshots(table)
+        else:
+            table.append(row, snapshot_properties={"cdc.batch-id": f"b{i}"})
         if spark is not None and compact_every and i % compact_every == 0:
             from cdclake.lake.maintenance import compact_recent_files
 

@@ -293,7 +293,10 @@ class SourceLock:
             "at": now,
             "expires_at": now + timedelta(seconds=self.lease_s),
         }
-        table.append(pa.Table.from_pylist([row], schema=locks_schema()), snapshot_properties={"cdc.lock": self.lock_id})
+        with lake_rows.transaction(table) as tx:
+            tx.append(
+                pa.Table.from_pylist([row], schema=locks_schema()), snapshot_properties={"cdc.lock": self.lock_id}
+            )
         return now
 
 

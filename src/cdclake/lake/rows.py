@@ -6,8 +6,9 @@ pyiceberg, on the same catalog, tens of milliseconds. Large writes (dead letters
 table data) stay Spark's. After an append the session's cached table is refreshed, so that its own later
 reads see the row.
 
-Every pyiceberg commit copies the table's metadata, its whole snapshot list, several times: an append to a table
-of 10 snapshots takes 0.03 s, of 1,000 snapshots 1.1-1.5 s (docs/benchmarks.md). A follower commits to the ledger
+Every pyiceberg commit copies the table's metadata, its whole snapshot list: pyiceberg's own transaction on every
+read of its staged metadata, about 18 times per append (an append to a table of 1,000 snapshots takes 1.1-1.5 s,
+docs/benchmarks.md), this module's (:func:`transaction`) once per staged update. A follower commits to the ledger
 twice per batch, and would slow down batch by batch; so an append tidies its table (:func:`tidy_snapshots`):
 past :data:`TIDY_AFTER_SNAPSHOTS` snapshots it expires all but the newest :data:`KEEP_SNAPSHOTS`. What these
 tables hold is in their rows (a redo looks for its own rows, :func:`holds_batch`); the files only expired snapshots
@@ -16,6 +17,7 @@ referenced are left to the maintenance's orphan-file removal.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import weakref
@@ -137,6 +139,37 @@ def tidy_snapshots(table: Table) -> int:
     return len(old)
 
 
+def transaction(table: Table) -> Any:
+    """A pyiceberg transaction on ``table`` that works out the metadata its staged updates make once per update.
+
+    pyiceberg's ``Transaction.table_metadata`` applies the staged updates to the table's metadata and deep-copies
+    the result on every read, and an append reads it about 18 times: 0.2 s of each follower batch's lock, ledger
+    and audit commits went to those copies (docs/benchmarks.md). The updates are a tuple replaced on every
+    update and the table's metadata is replaced on every commit, and pyiceberg's metadata models are frozen, so
+    one result per (metadata, updates) pair serves every read.
+    """
+    return _transaction_class()(table)
+
+
+@functools.cache
+def _transaction_class() -> type:
+    from pyiceberg.table import Transaction
+    from pyiceberg.table.update import update_table_metadata
+
+    class MemoTransaction(Transaction):
+        _memo: tuple[Any, Any, Any] | None = None
+
+        @property
+        def table_metadata(self) -> Any:
+            base, updates = self._table.metadata, self._updates
+            memo = self._memo
+            if memo is None or memo[0] is not base or memo[1] is not updates:
+                memo = self._memo = (base, updates, update_table_metadata(base, updates))
+            return memo[2]
+
+    return MemoTransaction
+
+
 def append_rows(
     spark: SparkSession,
     name: str,
@@ -173,7 +206,7 @@ def append_rows(
             data = pa.concat_tables([data, _conformed(more, schema, now if recorded_at else None)])
         stale = {k: v for k, v in APPEND_TABLE_PROPERTIES.items() if table.properties.get(k) != v}
         try:
-            with table.transaction() as tx:
+            with transaction(table) as tx:
                 if stale:  # a table created without them
                     tx.set_properties(stale)
                 tx.append(data, snapshot_properties={"cdc.batch-id": batch_id})

@@ -109,3 +109,29 @@ def test_an_append_gives_a_table_created_without_them_the_append_properties(spar
     assert {k: table.properties.get(k) for k in lake_rows.APPEND_TABLE_PROPERTIES} == lake_rows.APPEND_TABLE_PROPERTIES
     assert lake_rows.committed_by(table, "b1")
     assert spark.sql(f"SELECT source, seq FROM {name}").collect() == [("pg", 1)]
+
+
+def test_a_transaction_works_out_its_metadata_once_per_staged_update_and_commits_as_pyiceberg_does(
+    spark: SparkSession,
+) -> None:
+    """pyiceberg's own transaction deep-copies the table's metadata on every read of it (about 18 per append)."""
+    import pyarrow as pa
+
+    name = f"lake.cdc_audit.memo{uuid.uuid4().hex[:6]}"
+    spark.sql(f"CREATE TABLE {name} (source STRING, seq BIGINT) USING iceberg")
+    table = lake_rows.load(spark, name)
+    assert table is not None
+    with lake_rows.transaction(table) as tx:
+        first = tx.table_metadata
+        assert tx.table_metadata is first
+        tx.set_properties({"cdc.test": "1"})
+        staged = tx.table_metadata
+        assert staged is not first and staged.properties["cdc.test"] == "1" and "cdc.test" not in first.properties
+        assert tx.table_metadata is staged
+        rows = pa.Table.from_pylist([{"source": "pg", "seq": 7}], schema=table.schema().as_arrow())
+        tx.append(rows, snapshot_properties={"cdc.batch-id": "b7"})
+        assert len(tx.table_metadata.snapshots) == len(first.snapshots) + 1
+    table = lake_rows.load(spark, name)
+    assert table is not None and table.properties["cdc.test"] == "1" and lake_rows.committed_by(table, "b7")
+    spark.catalog.refreshTable(name)
+    assert spark.sql(f"SELECT source, seq FROM {name}").collect() == [("pg", 7)]

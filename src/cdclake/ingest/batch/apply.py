@@ -134,7 +134,7 @@ def _apply_one(
         before_cuts(decoded.own[table_id], tx.cuts),
         # a discarded table takes its own events as if it had never been quarantined
         None if discarded else plan.quarantined.get(applier.identifier),
-        records.whole,
+        records,
         decoded.blocked.get(applier.identifier),
         batch.table_stats(table_id) if whole else None,
     )
@@ -156,7 +156,7 @@ def _apply_table(
     frame: DataFrame,
     own: DataFrame,
     state: QuarantineState | None,
-    raw: DataFrame,
+    records: BatchRecords,
     blocked: str | None = None,
     stats: TableStats | None = None,
 ) -> tuple[TableResult, ReleaseRecord | None]:
@@ -166,6 +166,7 @@ def _apply_table(
         frame: the table's change rows of the batch (released held records included).
         own: the same without released held records (what is held if the table is quarantined).
         state: the table's quarantine state, if it is quarantined.
+        records: the batch's records (a held table's records are held from :attr:`BatchRecords.whole`).
         blocked: why its pending release cannot be applied in this batch (see
             :func:`cdclake.ingest.batch.decode.cuts_among_held`).
         stats: the :class:`TableStats` of ``frame``, when known.
@@ -179,7 +180,7 @@ def _apply_table(
     identifier, mode, batch_id = applier.identifier, applier.options.mode.value, plan.batch_id
     if state is not None and state.release is None:
         result = TableResult(table=identifier, mode=mode, quarantined=state.reason)
-        result.events = _quarantine(ctx, plan, identifier, own, raw, state.reason)
+        result.events = _quarantine(ctx, plan, identifier, own, records.whole, state.reason)
         logger.warning(
             "source %s batch %s: %s is quarantined since batch %s; its events are held until it is released "
             "(cdclake quarantine release %s --action evolve|recreate|discard)",
@@ -193,7 +194,7 @@ def _apply_table(
     release = state.release if state is not None else None
     if state is not None and release is not None and blocked is not None:
         result = TableResult(table=identifier, mode=mode, quarantined=state.reason)
-        result.events = _quarantine(ctx, plan, identifier, own, raw, state.reason)
+        result.events = _quarantine(ctx, plan, identifier, own, records.whole, state.reason)
         detail = (
             f"{blocked}: its held records cannot be replayed in one batch; the table stays quarantined "
             f"(release it with --action {ReleaseAction.DISCARD.value} to dead-letter them, then re-snapshot it)"
@@ -211,7 +212,7 @@ def _apply_table(
         if release is None and applier.options.schema_policy is SchemaPolicy.FAIL:
             raise
         result = TableResult(table=identifier, mode=mode, quarantined=str(exc))
-        result.events = _quarantine(ctx, plan, identifier, own, raw, str(exc))
+        result.events = _quarantine(ctx, plan, identifier, own, records.whole, str(exc))
         logger.error("QUARANTINED %s: %s", identifier, exc)
         if state is None:
             return result, None

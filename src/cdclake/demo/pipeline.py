@@ -219,9 +219,9 @@ class _Demo:
             self.workloads = workloads
             steps = {name: w.steps() for name, w in workloads.items()}
             n = len(steps["postgres"])
-            # Debezium's incremental snapshot reads chunks with the schema it started with: a column added while it
-            # runs fails the connector's chunk query (DBZ-4350, "Column 'launch_note' not found" on MariaDB), and no
-            # ABORTED notification follows. So the snapshot starts once the workload's schema change is done.
+            # a column added while Debezium's incremental snapshot reads a table's chunks can fail its chunk read
+            # (DBZ-4350; seen on MariaDB as "Column 'launch_note' not found in result set"), and no ABORTED
+            # notification follows: the snapshot starts once the workload's schema change is done
             snapshot_after = [body.__name__ for _, body in steps["postgres"]].index(ShopWorkload.add_column.__name__)
             pause = self.duration_s / n
             commits = 0

@@ -235,7 +235,8 @@ class SourceLock:
         if self._acquired_at is not None and self._rows_seen >= self.tidy_after_rows:
             try:
                 # the commit updates ``table`` in place: the snapshot tidy-up below sees the delete's snapshot
-                table.delete(And(EqualTo("source", self.source), LessThan("at", self._acquired_at.isoformat())))
+                with lake_rows.transaction(table) as tx:
+                    tx.delete(And(EqualTo("source", self.source), LessThan("at", self._acquired_at.isoformat())))
             except CommitFailedException:
                 logger.info("source %s: lock table tidy-up left for later (concurrent commit)", self.source)
                 return

@@ -177,6 +177,41 @@ def _preload_lake_client() -> None:
     threading.Thread(target=load, name="cdclake-preload", daemon=True).start()
 
 
+#: glibc's ``M_MMAP_THRESHOLD``: :func:`return_freed_memory` fixes it at :data:`MMAP_THRESHOLD`.
+_M_MMAP_THRESHOLD = -3
+#: Allocations of at least this many bytes get pages of their own, given back to the system when freed.
+MMAP_THRESHOLD = 128 * 1024
+
+
+def return_freed_memory() -> bool:
+    """Make this Python process give the memory of large arrays back to the system when they are freed.
+
+    The transactions phase groups a batch's rows with numpy and Arrow (:func:`cdclake.ingest.transactions.facts`):
+    hundreds of MiB of intermediates for a million rows, freed when a part is grouped. Two allocators kept them:
+    glibc's malloc (numpy) raises its mmap threshold to the size of a freed large block (up to 32 MiB), so later
+    arrays came from the heap, whose holes are never returned; Arrow's default pool (mimalloc) keeps freed pages
+    for reuse. So the driver stayed at its high-water mark through the apply phase, beside the JVM's peak. Here
+    glibc's threshold is fixed at :data:`MMAP_THRESHOLD` (``mallopt``) and Arrow allocates through it (its system
+    pool), unless ``ARROW_DEFAULT_MEMORY_POOL`` chooses a pool. Only this process: a JVM it launches keeps glibc's
+    defaults. Figures in docs/benchmarks.md (peak RSS).
+
+    Returns:
+        whether glibc took the setting (False on a C library without ``mallopt``).
+    """
+    import ctypes
+    import ctypes.util
+
+    import pyarrow as pa
+
+    if not os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+
+
 def build_spark_session(
     app_name: str = "cdclake",
     *,
@@ -186,7 +221,8 @@ def build_spark_session(
     driver_options: Sequence[str] | None = None,
     local_file_system: bool = True,
 ) -> SparkSession:
-    """Build (or reuse) the SparkSession with the project's jars and the lake's catalog.
+    """Build (or reuse) the SparkSession with the project's jars and the lake's catalog; this Python process then
+    gives the memory of large arrays back when they are freed (:func:`return_freed_memory`).
 
     Args:
         app_name: Spark application name.
@@ -229,6 +265,7 @@ def build_spark_session(
     for key, value in conf.items():
         builder = builder.config(key, value)
     _preload_lake_client()
+    return_freed_memory()
     with appended_class_path(class_path):
         spark = builder.getOrCreate()
     compile_with_the_tasks_class_loader(spark)

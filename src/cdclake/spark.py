@@ -187,11 +187,11 @@ def return_freed_memory() -> bool:
     """Make this Python process give the memory of large arrays back to the system when they are freed.
 
     The transactions phase groups a batch's rows with numpy and Arrow (:func:`cdclake.ingest.transactions.facts`):
-    hundreds of MiB of intermediates for a million rows, freed when a part is grouped. Two allocators kept them:
-    glibc's malloc (numpy) raises its mmap threshold to the size of a freed large block (up to 32 MiB), so later
-    arrays came from the heap, whose holes are never returned; Arrow's default pool (mimalloc) keeps freed pages
-    for reuse. So the driver stayed at its high-water mark through the apply phase, beside the JVM's peak. Here
-    glibc's threshold is fixed at :data:`MMAP_THRESHOLD` (``mallopt``) and Arrow allocates through it (its system
+    hundreds of MiB of intermediates for a million rows, freed when a part is grouped. With their defaults, two
+    allocators keep them resident: glibc's malloc (numpy) raises its mmap threshold to the size of a freed large
+    block (up to 32 MiB), so later arrays come from the heap, whose holes it does not return; Arrow's default pool
+    (mimalloc) keeps freed pages for reuse. The driver would hold its high-water mark through the apply phase,
+    beside the JVM's peak. Here glibc's threshold is fixed at :data:`MMAP_THRESHOLD` (``mallopt``) and Arrow allocates through it (its system
     pool), unless ``ARROW_DEFAULT_MEMORY_POOL`` chooses a pool. Only this process: a JVM it launches keeps glibc's
     defaults. Figures in docs/benchmarks.md (peak RSS).
 

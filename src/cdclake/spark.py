@@ -191,9 +191,9 @@ def return_freed_memory() -> bool:
     allocators keep them resident: glibc's malloc (numpy) raises its mmap threshold to the size of a freed large
     block (up to 32 MiB), so later arrays come from the heap, whose holes it does not return; Arrow's default pool
     (mimalloc) keeps freed pages for reuse. The driver would hold its high-water mark through the apply phase,
-    beside the JVM's peak. Here glibc's threshold is fixed at :data:`MMAP_THRESHOLD` (``mallopt``) and Arrow allocates through it (its system
-    pool), unless ``ARROW_DEFAULT_MEMORY_POOL`` chooses a pool. Only this process: a JVM it launches keeps glibc's
-    defaults. Figures in docs/benchmarks.md (peak RSS).
+    beside the JVM's peak. Here glibc's threshold is fixed at :data:`MMAP_THRESHOLD` (``mallopt``) and Arrow
+    allocates through glibc too (its system pool), unless ``ARROW_DEFAULT_MEMORY_POOL`` chooses a pool. Only this
+    process: a JVM it launches keeps glibc's defaults. Figures in docs/benchmarks.md (peak RSS).
 
     Returns:
         whether glibc took the setting (False on a C library without ``mallopt``).

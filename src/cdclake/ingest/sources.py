@@ -268,17 +268,21 @@ class KafkaRecordSource(RecordSource):
 
 #: Fewest records per offset slice of a topic's read (:func:`read_slices`).
 SLICE_MIN_RECORDS = 2_500
+#: Most records per offset slice of a topic's read (:func:`read_slices`): a task holds its slice's decoded rows
+#: (a cached block, then its part of the transactions phase's Arrow rows), so the cap bounds a task's memory
+#: whatever the batch's size (a 3M-event real-shape batch runs in a 900m heap, docs/benchmarks.md).
+SLICE_MAX_RECORDS = 250_000
 
 
 def read_slices(records: int, parallelism: int) -> int:
     """How many offset slices a topic's read of ``records`` records is cut into (Spark's ``minPartitions``; a
-    topic with more partitions is still read in one task per partition at least): up to two per core, each of at
-    least :data:`SLICE_MIN_RECORDS` records (pure).
+    topic with more partitions is still read in one task per partition at least): two per core, each of at
+    least :data:`SLICE_MIN_RECORDS` records, and as many more as keep each to :data:`SLICE_MAX_RECORDS` (pure).
 
     A slice is a fetch of its own from the broker in every pass over the records (they are not cached), which
     costs more than decoding a few records: a small batch's topic is read in one.
     """
-    return max(1, min(2 * parallelism, records // SLICE_MIN_RECORDS))
+    return max(1, min(2 * parallelism, records // SLICE_MIN_RECORDS), -(-records // SLICE_MAX_RECORDS))
 
 
 class KafkaSampler:

@@ -358,7 +358,7 @@ class Settings:
     )
     spark_driver_memory: str = _var(
         "CDC_SPARK_DRIVER_MEMORY",
-        "2g",
+        "900m",
         "the driver JVM's heap outside spark-submit (the whole job in `local[*]`)",
         _memory,
         "a JVM memory size: digits with an optional unit `k`, `m`, `g`, `t` (`512m`, `2g`)",

@@ -229,7 +229,7 @@ def build_spark_session(
         lake: the lake to register as catalog ``lake``; default from the environment.
         master: Spark master; default ``$CDC_SPARK_MASTER`` or ``local[*]``. Under spark-submit the
             master given to spark-submit wins. Outside spark-submit the driver heap is
-            ``$CDC_SPARK_DRIVER_MEMORY`` (default ``2g``).
+            ``$CDC_SPARK_DRIVER_MEMORY`` (default ``900m``).
         extra_conf: further Spark settings, applied last.
         driver_options: JVM options of a driver this process launches itself, added to the base ones
             (default: :func:`local_driver_options`); ignored under spark-submit, and when ``extra_conf``
@@ -255,8 +255,8 @@ def build_spark_session(
     class_path: str | None = None  # a jar for the class path of the driver JVM this process launches
     if master or not os.environ.get("PYSPARK_GATEWAY_PORT"):
         builder = builder.master(master or settings().spark_master)
-        # the JVM this process launches (under spark-submit, --driver-memory decides); 2 GiB holds a
-        # 1M-event batch (docs/benchmarks.md)
+        # the JVM this process launches (under spark-submit, --driver-memory decides); 900 MiB holds a batch
+        # of any size, as a task holds one offset slice (docs/benchmarks.md)
         builder = builder.config("spark.driver.memory", settings().spark_driver_memory)
         if "spark.driver.extraJavaOptions" not in (extra_conf or {}):
             conf = with_driver_options(conf, local_driver_options() if driver_options is None else driver_options)

@@ -61,9 +61,10 @@ TIDY_EVERY_BATCHES = 100
 #: (``--compact-every``).
 COMPACT_EVERY_DEFAULT = 10
 #: A follower's batches hold at most this many records unless told otherwise (``--max-records``; 0: no cap). A
-#: follower started on a large backlog (its first drain) then applies it in batches that each commit and fit the
-#: driver's default heap, where one batch of a few million schema-carrying records can exhaust it; a batch of a
-#: million records still spreads the batch's fixed cost thin.
+#: follower started on a large backlog (its first drain) then applies it in batches that each commit, its memory
+#: that of a million-record batch (the Python driver keeps a batch's settled transactions: 0.87 GiB at its peak
+#: for 5.15M records against 0.6 GiB for 1.7M, docs/benchmarks.md); a batch of a million records still spreads
+#: the batch's fixed cost thin.
 MAX_RECORDS_DEFAULT = 1_000_000
 #: With compaction on, a follower compacts the lake's audit tables after every this many of its batches.
 AUDIT_COMPACT_EVERY_BATCHES = 100

@@ -76,7 +76,7 @@ _SPLIT_ID = r"^\d+:\d+$"
 FOLD_MAX_ROWS = 50_000
 #: The most rows :func:`facts` reads through Arrow and groups at once. The driver's JVM holds a part's Arrow rows
 #: (with the batch's cache) while it sends them, and the Python driver a part's rows and intermediates; a batch of
-#: 3M events (5.15M rows) read at once ran the 2 GiB heap out of memory (docs/benchmarks.md).
+#: 3M events (5.15M rows) read at once ran a 2 GiB heap out of memory (docs/benchmarks.md).
 FACTS_PART_ROWS = 1_000_000
 _RECORD_CLOCK: ContextVar[bool] = ContextVar("cdclake_tx_record_clock", default=False)
 

@@ -276,8 +276,8 @@ SLICE_MAX_RECORDS = 250_000
 
 def read_slices(records: int, parallelism: int) -> int:
     """How many offset slices a topic's read of ``records`` records is cut into (Spark's ``minPartitions``; a
-    topic with more partitions is still read in one task per partition at least): two per core, each of at
-    least :data:`SLICE_MIN_RECORDS` records, and as many more as keep each to :data:`SLICE_MAX_RECORDS` (pure).
+    topic with more partitions is still read in one task per partition at least): up to two per core, each of
+    at least :data:`SLICE_MIN_RECORDS` records, and as many more as keep each to :data:`SLICE_MAX_RECORDS` (pure).
 
     A slice is a fetch of its own from the broker in every pass over the records (they are not cached), which
     costs more than decoding a few records: a small batch's topic is read in one.

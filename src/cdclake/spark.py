@@ -255,8 +255,8 @@ def build_spark_session(
     class_path: str | None = None  # a jar for the class path of the driver JVM this process launches
     if master or not os.environ.get("PYSPARK_GATEWAY_PORT"):
         builder = builder.master(master or settings().spark_master)
-        # the JVM this process launches (under spark-submit, --driver-memory decides); 900 MiB holds a batch
-        # of any size, as a task holds one offset slice (docs/benchmarks.md)
+        # the JVM this process launches (under spark-submit, --driver-memory decides); a task holds one offset
+        # slice, so 900 MiB held a 3M-event real-shape batch (docs/benchmarks.md)
         builder = builder.config("spark.driver.memory", settings().spark_driver_memory)
         if "spark.driver.extraJavaOptions" not in (extra_conf or {}):
             conf = with_driver_options(conf, local_driver_options() if driver_options is None else driver_options)

@@ -329,10 +329,13 @@ def insert_frame(rows: DataFrame, target_schema: T.StructType, data_columns: Seq
     a placeholder column without a value in the batch has nothing stored to keep, so it is null.
     """
     carried = set(data_columns) | {c for c in rows.columns if c.startswith("_cdc_")}
+    types = {f.name: f.dataType for f in rows.schema.fields}
     cols = []
     for fld in target_schema.fields:
         if fld.name == "_cdc_ingested_at":
             cols.append(F.current_timestamp().alias(fld.name))
+        elif fld.name in carried and types.get(fld.name) == fld.dataType:
+            cols.append(F.col(quote_identifier(fld.name)))  # no cast to build: a Column costs a call per step
         elif fld.name in carried:
             cols.append(F.col(quote_identifier(fld.name)).cast(fld.dataType).alias(fld.name))
         else:

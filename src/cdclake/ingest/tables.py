@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Observation
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -33,10 +33,10 @@ from cdclake.ingest.schema import (
 from cdclake.ingest.summary import TableResult
 from cdclake.lake.names import TOMBSTONE_SUFFIX, sql_name, table_identifier, table_parts
 from cdclake.spark import SESSION_SETTINGS, temporary_conf
-from cdclake.sql import quote_identifier, quote_name
+from cdclake.sql import quote_identifier, quote_name, quote_string
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,8 @@ BROADCAST_SOURCE_MAX_BYTES = 256 * 2**20
 #: its key) is read only around the batch's keys.
 UPSERT_ROW_GROUP_BYTES = 8 * 2**20
 #: A MERGE source of up to this many rows (a small batch's) is handed to the planner as a local relation
-#: (:func:`merge_broadcast`).
+#: (:func:`merge_broadcast`); a table's marked events are collected into one (:func:`local_rows`) when the batch
+#: has up to this many of its events.
 LOCAL_SOURCE_MAX_ROWS = 10_000
 #: Held while a namespace is created: two tables of a source's first batch create theirs at once, and the JDBC
 #: catalog fails the second ``CREATE NAMESPACE IF NOT EXISTS`` of a namespace (a duplicate row) instead of
@@ -114,6 +115,19 @@ def snapshot_properties(spark: SparkSession, props: dict[str, str]) -> Iterator[
         yield
 
 
+def local_rows(spark: SparkSession, frame: DataFrame) -> DataFrame:
+    """``frame``'s rows collected into the driver's JVM as a local relation (one job), for up to
+    :data:`LOCAL_SOURCE_MAX_ROWS` rows.
+
+    Its lineage is cut like a local checkpoint's, and the planner knows its real size: a filter or projection of it
+    is folded into another local relation (no job to collect it again), and it is broadcast to any join. Built on
+    the JVM side: rows from Python would be pickled and read back as an RDD of unknown size.
+    """
+    jrows = frame._jdf  # type: ignore[attr-defined]
+    local = spark._jsparkSession.createDataFrame(jrows.collectAsList(), jrows.schema())  # type: ignore[attr-defined]
+    return DataFrame(local, spark)
+
+
 def merge_broadcast(
     spark: SparkSession,
     rows: DataFrame,
@@ -131,10 +145,8 @@ def merge_broadcast(
     driver's JVM as a local relation (one small job), others are cached and counted first (two passes).
     """
     if count is not None and count <= LOCAL_SOURCE_MAX_ROWS:
-        # built on the JVM side: rows from Python would be pickled and read back as an RDD of unknown size
-        jrows = rows._jdf  # type: ignore[attr-defined]
-        local = spark._jsparkSession.createDataFrame(jrows.collectAsList(), jrows.schema())  # type: ignore[attr-defined]
-        local.createOrReplaceTempView(view)
+        # rows of a local relation (a small batch's marked events) are a local relation already: no job
+        local_rows(spark, rows).createOrReplaceTempView(view)
         _merge(spark, sql, props)
         return
     rows = rows.persist()
@@ -356,18 +368,16 @@ class TableApplier:
         # events per (op, stale, key in the table), observed while the marked events are materialised
         observed = Observation(f"cdclake-marked-{uuid.uuid4().hex}")
         splits = [(op, stale, present) for op in apply.ROW_OPS for stale in (False, True) for present in (False, True)]
+        # written as SQL: one call into the driver's JVM per tally (a Column built call by call costs about ten)
         tallies = [
-            F.count_if(
-                (F.col("_cdc_op") == op)
-                & (F.col(apply.STALE) == F.lit(stale))
-                & (F.col(apply.IN_TARGET) == F.lit(present))
-            ).alias(f"n{i}")
+            F.expr(
+                f"count_if(_cdc_op = {quote_string(op)} AND {apply.STALE} = {str(stale).lower()} "
+                f"AND {apply.IN_TARGET} = {str(present).lower()}) AS n{i}"
+            )
             for i, (op, stale, present) in enumerate(splits)
         ]
         # the fresh deletes of keys that already have a tombstone: theirs is advanced by a MERGE, the others' appended
-        tallies.append(
-            F.count_if((F.col("_cdc_op") == "d") & ~F.col(apply.STALE) & F.col(apply.TOMBSTONED)).alias("redeleted")
-        )
+        tallies.append(F.expr(f"count_if(_cdc_op = 'd' AND NOT {apply.STALE} AND {apply.TOMBSTONED}) AS redeleted"))
         first_batch = self._never_written(stored_props) and self._never_written(self._properties(self.tombstones))
         if first_batch:
             # a table's first batch (its initial snapshot, typically the largest): nothing stored, nothing
@@ -388,9 +398,12 @@ class TableApplier:
             marking = apply.mark_stale(latest, stored, tombs, keys, batch_keys=batch_keys)
         # materialised with its lineage cut: a MERGE whose source plan still scans the target table can silently
         # match nothing (seen with Iceberg 1.11 merge-on-read deletes); its joins are planned with the broadcast
-        # threshold, a session setting
+        # threshold, a session setting. A small batch's are collected as a local relation: the writes' filters of
+        # it are local relations too, which their MERGEs broadcast without a job to collect them
+        small = sum(stats.events.values()) <= LOCAL_SOURCE_MAX_ROWS
         with SESSION_SETTINGS.shared():
-            marked = marking.observe(observed, *tallies).localCheckpoint(eager=True)
+            observing = marking.observe(observed, *tallies)
+            marked = local_rows(self.spark, observing) if small else observing.localCheckpoint(eager=True)
         try:
             tally = observed.get
             split = {key: int(tally[f"n{i}"]) for i, key in enumerate(splits) if tally[f"n{i}"]}

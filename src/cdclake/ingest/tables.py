@@ -142,7 +142,8 @@ def merge_broadcast(
 
     The planner must know the source's real size (the estimate of a checkpointed join it comes from is far above
     any threshold): ``rows`` that ``count`` says are at most :data:`LOCAL_SOURCE_MAX_ROWS` are collected into the
-    driver's JVM as a local relation (one small job), others are cached and counted first (two passes).
+    driver's JVM as a local relation (:func:`local_rows`: one small job, none when ``rows`` is a filter of a local
+    relation already), others are cached and counted first (two passes).
     """
     if count is not None and count <= LOCAL_SOURCE_MAX_ROWS:
         # rows of a local relation (a small batch's marked events) are a local relation already: no job

@@ -38,7 +38,8 @@ def test_insert_update_delete_reinsert_in_one_batch(
 def test_across_batches_and_a_late_older_event_does_not_resurrect_a_delete(
     spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch, monkeypatch: pytest.MonkeyPatch, local_rows: int
 ) -> None:
-    # the MERGEs' sources handed to the planner as local relations (small batches), or cached and counted
+    # the marked events and the MERGEs' sources as local relations (small batches), or checkpointed, cached and
+    # counted
     monkeypatch.setattr(tables, "LOCAL_SOURCE_MAX_ROWS", local_rows)
     table.create({"id": 1, "name": "a", "qty": 1}, lsn=100)
     table.create({"id": 2, "name": "b", "qty": 1}, lsn=101)

@@ -3,9 +3,11 @@ snapshot that first holds it (prints figures; asserts nothing but that every row
 
 The whole path is real: the local stack's PostgreSQL, its Debezium connector (spec ``postgres``, transaction
 metadata on), Kafka, and one ``cdclake ingest --follow --poll 1`` process (what the ``cdc_follow__postgres`` DAG
-runs) writing to a fresh embedded lake. Once the follower has drained the topics' backlog, a load of ``--rate``
-change events/s runs for ``--seconds``: every 10 ms a transaction of 10 events on ``inventory.customers`` (7
-inserts of new keys, 2 updates and 1 delete of earlier ones), its commit time taken when ``COMMIT`` returns.
+runs) writing to a fresh embedded lake. Once the follower has drained the topics' backlog, the same load warms it
+up for ``--warmup`` seconds (until the lake holds those rows: a fresh driver's first batches of updates compile
+and plan what a follower then reuses for as long as it runs), then a load of ``--rate`` change events/s runs for
+``--seconds``: every 10 ms a transaction of 10 events on ``inventory.customers`` (7 inserts of new keys, 2
+updates and 1 delete of earlier ones), its commit time taken when ``COMMIT`` returns. Only this load is measured.
 
 A row's visibility is read from the table's history afterwards: the first snapshot that added a data file
 holding its key (its ``timestamp-ms``, the writer's commit time). Latency is that minus the row's commit
@@ -16,8 +18,8 @@ follower is stopped once the table holds all of them. The latency is also split 
 Kafka timestamp (set by Connect's producer): source commit -> in Kafka (Debezium's ``poll.interval.ms`` wait, the
 producer) and in Kafka -> visible (the follower). Both clocks are this machine's.
 
-Usage: ``.venv/bin/python benchmarks/bench_latency.py [--rate 1000] [--seconds 60] [--compact-every N]
-[--debezium-poll-ms MS]`` (starts the stack, without Airflow, if it is down; ``--debezium-poll-ms`` registers the
+Usage: ``.venv/bin/python benchmarks/bench_latency.py [--rate 1000] [--seconds 60] [--warmup 15]
+[--compact-every N] [--debezium-poll-ms MS]`` (starts the stack, without Airflow, if it is down; ``--debezium-poll-ms`` registers the
 connector again with that ``poll.interval.ms`` instead of the spec's for the run, and with the spec's after it). Prints the latency percentiles (whole and
 split), the batches' walls and the median of each phase, then each batch's records, wall, apply and upkeep
 (compaction, snapshot expiry) time, and what the table holds for a reader at the end (its files, a full scan's
@@ -215,6 +217,9 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=1000, help="change events per second")
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the load runs")
     parser.add_argument(
+        "--warmup", type=float, default=15.0, help="seconds of the same load before it, not measured (0: none)"
+    )
+    parser.add_argument(
         "--compact-every", type=int, default=None, help="the follower's --compact-every (default: its default)"
     )
     parser.add_argument(
@@ -254,14 +259,31 @@ def main() -> None:
         if follower.poll() is not None or time.monotonic() - t0 > 600:
             raise SystemExit("the follower did not drain the backlog:\n" + "\n".join(line for _, line in lines))
         time.sleep(0.5)
-    print(f"follower warm after {time.monotonic() - t0:.1f} s ({len(lines)} lines); load starts", flush=True)
+    print(f"backlog drained after {time.monotonic() - t0:.1f} s ({len(lines)} lines)", flush=True)
+    identifier = catalog_identifier(spec_table_identifier(spec, TABLE))
+    if args.warmup > 0:
+        warmed = time.monotonic()
+        warm, _ = load(stack, args.rate, args.warmup)
+        while not in_lake(lake, identifier, warm.keys()):
+            if follower.poll() is not None or time.monotonic() - warmed > 300:
+                raise SystemExit(
+                    "the follower did not apply the warm-up:\n" + "\n".join(line for _, line in lines[-20:])
+                )
+            time.sleep(1)
+        warmups = batches(lines, warmed)
+        print(
+            f"warm-up: {len(warmups)} batches in {time.monotonic() - warmed:.1f} s, walls "
+            + ", ".join(f"{sum(b['phases_s'].values()):.2f}" for _, b in warmups)
+            + " s",
+            flush=True,
+        )
+    print("load starts", flush=True)
 
     _, ends = KafkaRecordSource(spec.kafka_bootstrap_servers, [topic]).watermarks()
     started = time.monotonic()
     commits, events = load(stack, args.rate, args.seconds)
     ended = time.monotonic()
     print(f"load: {events:,} change events committed in {ended - started:.1f} s", flush=True)
-    identifier = catalog_identifier(spec_table_identifier(spec, TABLE))
     while not in_lake(lake, identifier, commits.keys()):  # the follower has caught up
         if follower.poll() is not None or time.monotonic() - ended > 300:
             raise SystemExit("the follower did not catch up:\n" + "\n".join(line for _, line in lines[-20:]))

@@ -162,6 +162,25 @@ def in_lake(lake: Path, identifier: str, keys: Iterable[int]) -> bool:
     return set(keys) <= set(table.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist())
 
 
+def wait_in_lake(
+    lake: Path,
+    identifier: str,
+    keys: Iterable[int],
+    follower: subprocess.Popen[str],
+    lines: list[tuple[float, str]],
+    what: str,
+    poll_s: float,
+    timeout_s: float = 300.0,
+) -> None:
+    """Wait until the lake's table holds every key of ``keys``; exits with the follower's last lines when it ended or
+    ``timeout_s`` passed first (``what``: what it did not do)."""
+    keys, since = list(keys), time.monotonic()
+    while not in_lake(lake, identifier, keys):
+        if follower.poll() is not None or time.monotonic() - since > timeout_s:
+            raise SystemExit(f"the follower did not {what}:\n" + "\n".join(line for _, line in lines[-20:]))
+        time.sleep(poll_s)
+
+
 def measurable(table: Any, commits: dict[int, float]) -> dict[int, float]:
     """The rows whose first snapshot the table still has: those committed at or after its oldest snapshot. A
     follower expires all but its newest snapshots (``--keep-snapshots``): on a long run, an earlier row's own
@@ -264,12 +283,7 @@ def main() -> None:
     if args.warmup > 0:
         warmed = time.monotonic()
         warm, _ = load(stack, args.rate, args.warmup)
-        while not in_lake(lake, identifier, warm.keys()):
-            if follower.poll() is not None or time.monotonic() - warmed > 300:
-                raise SystemExit(
-                    "the follower did not apply the warm-up:\n" + "\n".join(line for _, line in lines[-20:])
-                )
-            time.sleep(1)
+        wait_in_lake(lake, identifier, warm.keys(), follower, lines, "apply the warm-up", poll_s=1)
         warmups = batches(lines, warmed)
         print(
             f"warm-up: {len(warmups)} batches in {time.monotonic() - warmed:.1f} s, walls "
@@ -284,10 +298,7 @@ def main() -> None:
     commits, events = load(stack, args.rate, args.seconds)
     ended = time.monotonic()
     print(f"load: {events:,} change events committed in {ended - started:.1f} s", flush=True)
-    while not in_lake(lake, identifier, commits.keys()):  # the follower has caught up
-        if follower.poll() is not None or time.monotonic() - ended > 300:
-            raise SystemExit("the follower did not catch up:\n" + "\n".join(line for _, line in lines[-20:]))
-        time.sleep(2)
+    wait_in_lake(lake, identifier, commits.keys(), follower, lines, "catch up", poll_s=2)
     follower.send_signal(signal.SIGTERM)
     follower.wait(120)
 

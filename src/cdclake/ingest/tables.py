@@ -6,7 +6,8 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,7 @@ from cdclake.ingest.schema import (
 )
 from cdclake.ingest.summary import TableResult
 from cdclake.lake.names import TOMBSTONE_SUFFIX, sql_name, table_identifier, table_parts
-from cdclake.spark import SESSION_SETTINGS, sql_committing, temporary_conf
+from cdclake.spark import SESSION_SETTINGS, temporary_conf
 from cdclake.sql import quote_identifier, quote_name, quote_string
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+SNAPSHOT_PROPERTY = "spark.sql.iceberg.snapshot-property."
 TRUNCATED_AT = "cdc.truncated-at"
 QUARANTINED = "cdc.quarantined"
 #: Up to this many events per table and batch, the stored positions are narrowed to the batch's keys by a
@@ -52,12 +54,8 @@ KEY_VALUES_MAX_RECORDS = 20_000
 #: Up to this estimated size, the batch rows that update or delete stored keys are broadcast to the MERGE
 #: (the table is scanned but not shuffled; see :func:`cdclake.ingest.apply.update_sql`). A broadcast
 #: hint cannot do it: Spark drops it, because the MERGE's join already carries a hint for the table's
-#: side; the session's ``autoBroadcastJoinThreshold`` is raised to this for the MERGE instead, unless the
-#: planner estimates the rows at :data:`DEFAULT_BROADCAST_BYTES` or less.
+#: side; the session's ``autoBroadcastJoinThreshold`` is raised to this for the MERGE instead.
 BROADCAST_SOURCE_MAX_BYTES = 256 * 2**20
-#: Spark's default ``autoBroadcastJoinThreshold``, which cdclake's sessions keep: a MERGE source estimated at up to
-#: this is broadcast without a change of the setting, so the MERGE does not hold :data:`SESSION_SETTINGS` alone.
-DEFAULT_BROADCAST_BYTES = 10 * 2**20
 #: The Parquet row-group size of upsert tables (Iceberg's default: 128 MiB). The scans of a MERGE and of its
 #: stale marking are narrowed to the batch's key bounds, and Iceberg skips the row groups whose key statistics
 #: fall outside them, so a file whose rows lie in key order (such as an initial snapshot of a table clustered by
@@ -109,6 +107,14 @@ def table_properties(spark: SparkSession, name: str) -> dict[str, str]:
     return {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
 
 
+@contextmanager
+def snapshot_properties(spark: SparkSession, props: dict[str, str]) -> Iterator[None]:
+    """Put ``props`` into the summary of every Iceberg commit made inside the block (a session setting: the other
+    threads' writes, which share :data:`~cdclake.spark.SESSION_SETTINGS`, wait meanwhile)."""
+    with temporary_conf(spark, {SNAPSHOT_PROPERTY + key: value for key, value in props.items()}):
+        yield
+
+
 def local_rows(spark: SparkSession, frame: DataFrame) -> DataFrame:
     """``frame``'s rows collected into the driver's JVM as a local relation (one job), for up to
     :data:`LOCAL_SOURCE_MAX_ROWS` rows.
@@ -137,41 +143,26 @@ def merge_broadcast(
     The planner must know the source's real size (the estimate of a checkpointed join it comes from is far above
     any threshold): ``rows`` that ``count`` says are at most :data:`LOCAL_SOURCE_MAX_ROWS` are collected into the
     driver's JVM as a local relation (:func:`local_rows`: one small job, none when ``rows`` is a filter of a local
-    relation already), others are cached and counted first (two passes). The properties go through the calling
-    thread (:func:`~cdclake.spark.sql_committing`); the broadcast threshold is a session setting, changed (the
-    statement holding :data:`~cdclake.spark.SESSION_SETTINGS` alone) only for a source the planner estimates
-    above :data:`DEFAULT_BROADCAST_BYTES`: the other threads' statements go on beside a small batch's MERGE.
+    relation already), others are cached and counted first (two passes).
     """
     if count is not None and count <= LOCAL_SOURCE_MAX_ROWS:
         # rows of a local relation (a small batch's marked events) are a local relation already: no job
-        local = local_rows(spark, rows)
-        local.createOrReplaceTempView(view)
-        _merge(spark, sql, props or {}, broadcast=planned_bytes(local) > DEFAULT_BROADCAST_BYTES)
+        local_rows(spark, rows).createOrReplaceTempView(view)
+        _merge(spark, sql, props)
         return
     rows = rows.persist()
     try:
         rows.count()
         rows.createOrReplaceTempView(view)
-        _merge(spark, sql, props or {}, broadcast=True)
+        _merge(spark, sql, props)
     finally:
         rows.unpersist()
 
 
-def planned_bytes(frame: DataFrame) -> int:
-    """The size the planner estimates ``frame`` at (what it compares with the broadcast threshold)."""
-    stats = frame._jdf.queryExecution().optimizedPlan().stats()  # type: ignore[attr-defined]
-    return int(stats.sizeInBytes())  # a Scala BigInt, which Py4J returns as an int
-
-
-def _merge(spark: SparkSession, sql: str, props: dict[str, str], *, broadcast: bool) -> None:
-    """Run the MERGE ``sql``, ``props`` in its commit; ``broadcast``: with the broadcast threshold raised to
-    :data:`BROADCAST_SOURCE_MAX_BYTES`."""
-    if broadcast:
-        with temporary_conf(spark, {"spark.sql.autoBroadcastJoinThreshold": str(BROADCAST_SOURCE_MAX_BYTES)}):
-            sql_committing(spark, sql, props)
-        return
-    with SESSION_SETTINGS.shared():  # plans its join with the session's settings
-        sql_committing(spark, sql, props)
+def _merge(spark: SparkSession, sql: str, props: dict[str, str] | None) -> None:
+    broadcast = {"spark.sql.autoBroadcastJoinThreshold": str(BROADCAST_SOURCE_MAX_BYTES)}
+    with snapshot_properties(spark, props or {}), temporary_conf(spark, broadcast):
+        spark.sql(sql)
 
 
 class TableApplier:
@@ -539,11 +530,9 @@ class TableApplier:
         closes.createOrReplaceTempView(f"cdc_closes_{tag}")
         target_cols = [f.name for f in table.schema.fields]
         carried = [*data_cols, *META_NAMES, *(n for n, _ in apply.SCD2_COLUMNS)]
-        with SESSION_SETTINGS.shared():  # plans its joins with the session's settings
-            sql_committing(
-                self.spark,
-                apply.scd2_merge_sql(self.name, f"cdc_versions_{tag}", f"cdc_closes_{tag}", keys, target_cols, carried),
-                props,
+        with snapshot_properties(self.spark, props):
+            self.spark.sql(
+                apply.scd2_merge_sql(self.name, f"cdc_versions_{tag}", f"cdc_closes_{tag}", keys, target_cols, carried)
             )
 
     def _scd2_truncate(self, position: list[int] | None) -> list[int] | None:

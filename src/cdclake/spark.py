@@ -388,6 +388,24 @@ def temporary_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
                     spark.conf.set(key, value)
 
 
+#: The local property Spark describes a thread's jobs by, in its UI, its status API and its event log.
+JOB_DESCRIPTION = "spark.job.description"
+
+
+@contextmanager
+def job_description(spark: SparkSession, text: str) -> Iterator[None]:
+    """Within the block, the Spark jobs this thread starts (and the query stages they wait for) are described by
+    ``text`` after the description of an enclosing block, e.g. ``cdclake pg: apply · inventory.customers · merge``:
+    what a job of Spark's UI does for which table. Each thread has its own (a local property)."""
+    sc = spark.sparkContext
+    outer = sc.getLocalProperty(JOB_DESCRIPTION)
+    sc.setLocalProperty(JOB_DESCRIPTION, f"{outer} · {text}" if outer else text)
+    try:
+        yield
+    finally:
+        sc.setLocalProperty(JOB_DESCRIPTION, outer)  # type: ignore[arg-type]  # None removes it
+
+
 #: The Java error a JVM reports when its heap (or another of its memory areas) is exhausted.
 OUT_OF_MEMORY = "java.lang.OutOfMemoryError"
 

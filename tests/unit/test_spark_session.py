@@ -163,3 +163,47 @@ def test_the_driver_and_the_tasks_compile_a_generated_class_once(spark: SparkSes
         thread.setContextClassLoader(tasks_loader)
     assert apart >= 2  # the whole-stage class: once in the driver, once in the task
     assert shared == apart - 1
+
+
+def _described_jobs(spark: SparkSession, after: int) -> dict[int, str | None]:
+    """The descriptions of the session's jobs numbered above ``after``, as Spark's status store has them."""
+    import time
+
+    store = spark.sparkContext._jsc.sc().statusStore()  # type: ignore[union-attr]
+    deadline = time.monotonic() + 10
+    while True:
+        jobs = store.jobsList(None)
+        found = {
+            int(job.jobId()): (job.description().get() if job.description().isDefined() else None)
+            for job in (jobs.apply(i) for i in range(jobs.length()))
+            if int(job.jobId()) > after
+        }
+        # the store is fed by a listener, after the jobs end
+        if len(found) >= 3 or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
+def test_job_description_names_a_threads_jobs_inside_the_block_nested_blocks_add_to_it(spark: SparkSession) -> None:
+    import threading
+
+    from cdclake.spark import JOB_DESCRIPTION, job_description
+
+    sc = spark.sparkContext
+    last = max(sc.statusTracker().getJobIdsForGroup(None) or [-1])
+    seen_elsewhere: list[str | None] = []
+    with job_description(spark, "cdclake pg: apply"):
+        spark.range(3).collect()
+        with job_description(spark, "inventory.customers · merge"):
+            spark.range(4).collect()
+            # another thread's jobs are not described by this one's block
+            other = threading.Thread(target=lambda: seen_elsewhere.append(sc.getLocalProperty(JOB_DESCRIPTION)))
+            other.start()
+            other.join()
+        assert sc.getLocalProperty(JOB_DESCRIPTION) == "cdclake pg: apply"
+    assert sc.getLocalProperty(JOB_DESCRIPTION) is None
+    spark.range(5).collect()
+    descriptions = sorted(_described_jobs(spark, last).items())
+    assert [d for _, d in descriptions][:2] == ["cdclake pg: apply", "cdclake pg: apply · inventory.customers · merge"]
+    assert descriptions[2][1] != "cdclake pg: apply"  # the block's description ended with it
+    assert seen_elsewhere == [None]

@@ -39,6 +39,7 @@ from cdclake.connectors.spec import LakeMode
 from cdclake.exceptions import RecordSourceError, SourceBusyError, SparkDriverError
 from cdclake.ingest.lock import DEFAULT_WAIT_S, source_lock
 from cdclake.ingest.summary import BatchSummary
+from cdclake.spark import job_description
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -302,7 +303,8 @@ class TableUpkeep:
 
         started = time.monotonic()
         try:
-            results = compact_recent_files(self.spark, name, deletes=deletes)
+            with job_description(self.spark, f"cdclake follower upkeep: compact {name}"):
+                results = compact_recent_files(self.spark, name, deletes=deletes)
         except Exception as exc:  # noqa: BLE001 - see the class docstring
             self._unless_driver_lost(exc, name, "compaction")
             logger.warning("table %s: compaction failed; left for later", name, exc_info=True)
@@ -327,7 +329,8 @@ class TableUpkeep:
 
         assert self.keep is not None
         try:
-            n = keep_newest_snapshots(self.spark, name, self.keep)
+            with job_description(self.spark, f"cdclake follower upkeep: expire snapshots of {name}"):
+                n = keep_newest_snapshots(self.spark, name, self.keep)
         except Exception as exc:  # noqa: BLE001 - see the class docstring
             self._unless_driver_lost(exc, name, "snapshot tidy-up")
             logger.warning("table %s: snapshot tidy-up failed; left for later", name, exc_info=True)

@@ -32,7 +32,7 @@ from cdclake.ingest.schema import (
 )
 from cdclake.ingest.summary import TableResult
 from cdclake.lake.names import TOMBSTONE_SUFFIX, sql_name, table_identifier, table_parts
-from cdclake.spark import SESSION_SETTINGS, temporary_conf
+from cdclake.spark import SESSION_SETTINGS, job_description, temporary_conf
 from cdclake.sql import quote_identifier, quote_name, quote_string
 
 if TYPE_CHECKING:
@@ -402,7 +402,7 @@ class TableApplier:
         # threshold, a session setting. A small batch's are collected as a local relation: the writes' filters of
         # it are local relations too, which their MERGEs broadcast without a job to collect them
         small = sum(stats.events.values()) <= LOCAL_SOURCE_MAX_ROWS
-        with SESSION_SETTINGS.shared():
+        with SESSION_SETTINGS.shared(), job_description(self.spark, "stale marking"):
             observing = marking.observe(observed, *tallies)
             marked = local_rows(self.spark, observing) if small else observing.localCheckpoint(eager=True)
         try:
@@ -415,7 +415,8 @@ class TableApplier:
             rows = marked.where(~F.col(apply.STALE)).drop(apply.STALE)
             fresh = FreshRows(rows, data_cols, keep, bounds, tag=abs(hash(self.name)))
             if counts.get(("d", False)):
-                self._write_tombstones(fresh, counts[("d", False)], int(tally["redeleted"]))
+                with job_description(self.spark, "tombstones"):
+                    self._write_tombstones(fresh, counts[("d", False)], int(tally["redeleted"]))
                 crash_point("tombstones")
             matched = sum(n for (_, stale, present), n in split.items() if present and not stale)
             added = sum(n for (op, stale, present), n in split.items() if not present and not stale and op != "d")
@@ -478,11 +479,13 @@ class TableApplier:
         merge, append = matched > 0 or added == 0, added > 0
         if merge:
             partial = {"cdc.partial-of": props.get("cdc.batch-id", ""), "cdc.step": "update"}
-            self._merge_matched(fresh, partial if append else props, matched)
+            with job_description(self.spark, "merge"):
+                self._merge_matched(fresh, partial if append else props, matched)
             if append:
                 crash_point("table-partial")
         if append:
-            self._append_rows(fresh.rows.where(~F.col(apply.IN_TARGET) & (F.col("_cdc_op") != "d")), props)
+            with job_description(self.spark, "append"):
+                self._append_rows(fresh.rows.where(~F.col(apply.IN_TARGET) & (F.col("_cdc_op") != "d")), props)
 
     def _merge_matched(self, fresh: FreshRows, props: dict[str, str], matched: int) -> None:
         """The MERGE of the fresh rows whose key the table holds (``matched`` of them, :func:`apply.update_sql`),

@@ -36,7 +36,7 @@ from cdclake.ingest.tables import TableApplier
 from cdclake.ingest.transactions import before_cuts
 from cdclake.lake import audit
 from cdclake.settings import settings
-from cdclake.spark import SESSION_SETTINGS
+from cdclake.spark import SESSION_SETTINGS, job_description
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -126,18 +126,20 @@ def _apply_one(
     # them is applied (no cut in the table's topics, no released records among them)
     whole = not plan.replays and not any(topic in info.topics for topic, _ in tx.cuts)
     discarded = discards.get(applier.identifier)
-    result, outcome = _apply_table(
-        ctx,
-        plan,
-        applier,
-        before_cuts(batch.tables[table_id], tx.cuts),
-        before_cuts(decoded.own[table_id], tx.cuts),
-        # a discarded table takes its own events as if it had never been quarantined
-        None if discarded else plan.quarantined.get(applier.identifier),
-        records,
-        decoded.blocked.get(applier.identifier),
-        batch.table_stats(table_id) if whole else None,
-    )
+    # a thread of its own: its jobs are described from scratch
+    with job_description(ctx.spark, f"cdclake {ctx.name}: apply · {applier.identifier}"):
+        result, outcome = _apply_table(
+            ctx,
+            plan,
+            applier,
+            before_cuts(batch.tables[table_id], tx.cuts),
+            before_cuts(decoded.own[table_id], tx.cuts),
+            # a discarded table takes its own events as if it had never been quarantined
+            None if discarded else plan.quarantined.get(applier.identifier),
+            records,
+            decoded.blocked.get(applier.identifier),
+            batch.table_stats(table_id) if whole else None,
+        )
     if discarded:
         held, outcome = discarded
         result.released = {

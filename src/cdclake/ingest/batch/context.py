@@ -9,6 +9,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from cdclake.spark import job_description
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -37,9 +39,11 @@ class BatchContext:
 
     @contextmanager
     def timed(self, phase: str) -> Iterator[None]:
-        """Add the block's wall-clock seconds to ``phases[phase]``."""
+        """Add the block's wall-clock seconds to ``phases[phase]``; the Spark jobs the block starts are described
+        as the source's phase (``cdclake pg: apply``, :func:`~cdclake.spark.job_description`)."""
         t0 = time.monotonic()
         try:
-            yield
+            with job_description(self.spark, f"cdclake {self.name}: {phase}"):
+                yield
         finally:
             self.phases[phase] = self.phases.get(phase, 0.0) + time.monotonic() - t0

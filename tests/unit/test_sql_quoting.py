@@ -255,8 +255,8 @@ def test_update_sql_normal_names() -> None:
     sql = apply.update_sql(TARGET, "v1", ("id",), ("id", "v"), ("id", "v", "w"), ())
     assert sql == (
         f"MERGE INTO {TARGET} t USING v1 s ON t.`id` = s.`id`\n"
-        "WHEN MATCHED AND s._cdc_op = 'd' AND s._cdc_position > t._cdc_position THEN DELETE\n"
-        "WHEN MATCHED AND s._cdc_op <> 'd' AND s._cdc_position > t._cdc_position THEN UPDATE SET "
+        "WHEN MATCHED AND s._cdc_op = 'd' THEN DELETE\n"
+        "WHEN MATCHED THEN UPDATE SET "
         "t.`v` = s.`v`, t.`w` = NULL"
     )
 

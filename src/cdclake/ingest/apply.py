@@ -287,7 +287,12 @@ def update_sql(
     keep_columns: Sequence[str] = (),
     bounds: KeyBounds | None = None,
 ) -> str:
-    """The position-guarded MERGE of the batch's rows whose key the table already holds.
+    """The MERGE of the batch's fresh rows whose key the table already holds.
+
+    The rows are those :func:`mark_stale` found newer than the stored row (under the source's lock, which every
+    writer of the table holds: nothing changes a stored position between the marking and this MERGE), so it
+    does not compare positions again: that would decode every scanned row's ``_cdc_position``, an array of
+    decimals (the table's scan reads the key columns, the placeholder columns and the rows' file positions only).
 
     Only ``WHEN MATCHED`` clauses: Spark plans it as an inner join, which can broadcast the batch and
     stream the table past it (a MERGE with ``WHEN NOT MATCHED`` is an outer join that shuffles the
@@ -316,8 +321,8 @@ def update_sql(
         sets.append(f"t.{column} = {expr}")
     return (
         f"MERGE INTO {target} t USING {source_view} s ON {on}\n"
-        f"WHEN MATCHED AND s._cdc_op = 'd' AND s._cdc_position > t._cdc_position THEN DELETE\n"
-        f"WHEN MATCHED AND s._cdc_op <> 'd' AND s._cdc_position > t._cdc_position THEN UPDATE SET {', '.join(sets)}"
+        "WHEN MATCHED AND s._cdc_op = 'd' THEN DELETE\n"
+        f"WHEN MATCHED THEN UPDATE SET {', '.join(sets)}"
     )
 
 

@@ -315,3 +315,24 @@ def test_string_keys_with_quotes_and_backslashes_bound_the_scan(
     plan = scan._jdf.queryExecution().executedPlan().toString()
     assert "IN ('a'b', 'zz')" in plan.replace("\\", ""), plan
     assert sorted(r[key] for r in scan.collect()) == ["a'b", "zz"]
+
+
+def test_the_merge_reads_no_stored_position(spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch) -> None:
+    # the MERGE's rows are the stale marking's fresh ones: it neither compares nor decodes the stored positions
+    # (an array of decimals per row), so its scan of the table reads the key and the rows' file positions
+    from cdclake.decode.columns import LAKE_META_NAMES
+    from cdclake.ingest import apply
+
+    table.create({"id": 1, "name": "a", "qty": 1}, lsn=100)
+    ingest(table.take())
+    name = f"lake.{prefix}.inventory.items"
+    stored = spark.table(name)
+    stored.withColumn(apply.KEEP, stored["_cdc_op"].substr(0, 0)).createOrReplaceTempView("cdc_update_plan")
+    columns = stored.columns
+    sql = apply.update_sql(name, "cdc_update_plan", ["id"], ["id", "name", "qty"], columns, LAKE_META_NAMES)
+    plan = spark.sql(f"EXPLAIN {sql}").collect()[0][0]
+    # the target's scan (the source, here the same table, is scanned apart without file positions)
+    scans = [line for line in plan.splitlines() if f"BatchScan {name}[" in line and "_file#" in line]
+    assert len(scans) == 1, plan
+    read = scans[0].split("[", 1)[1].split("]", 1)[0]
+    assert "id#" in read and "_pos#" in read and "_cdc_position" not in read, scans[0]

@@ -227,6 +227,7 @@ def mark_stale(
     key_columns: Sequence[str],
     *,
     batch_keys: DataFrame | None = None,
+    broadcast_stored: bool = False,
 ) -> DataFrame:
     """Add ``_stale`` (the event is not newer than the stored row or the key's delete tombstone),
     ``_in_target`` (the table holds a row for the key) and ``_tombstoned`` (the key has a tombstone).
@@ -243,6 +244,9 @@ def mark_stale(
             ``tombstones`` are first narrowed to them by a broadcast semi-join (the table streams past a hash of
             the keys instead of being shuffled whole); for batches whose keys fit in memory, i.e. when the table
             is much larger than the batch.
+        broadcast_stored: ``stored`` and ``tombstones`` are known to be small (narrowed to a small batch's keys
+            by ``batch_keys``, or by a scan's list of a single key column's values: at most one row per key): they
+            are broadcast to the joins instead of being shuffled with the events (a sort-merge join).
     """
     out = latest
     keys = F.broadcast(batch_keys) if batch_keys is not None else None
@@ -254,6 +258,8 @@ def mark_stale(
         )
         if keys is not None:
             renamed = renamed.join(keys, on=list(key_columns), how="left_semi")
+        if broadcast_stored:
+            renamed = F.broadcast(renamed)
         out = out.join(renamed, on=list(key_columns), how="left")
     position = F.col("_cdc_position")
     stored_pos = F.col("__pos_t") if "__pos_t" in out.columns else F.lit(None)

@@ -379,6 +379,7 @@ class TableApplier:
         ]
         # the fresh deletes of keys that already have a tombstone: theirs is advanced by a MERGE, the others' appended
         tallies.append(F.expr(f"count_if(_cdc_op = 'd' AND NOT {apply.STALE} AND {apply.TOMBSTONED}) AS redeleted"))
+        small = sum(stats.events.values()) <= LOCAL_SOURCE_MAX_ROWS
         first_batch = self._never_written(stored_props) and self._never_written(self._properties(self.tombstones))
         if first_batch:
             # a table's first batch (its initial snapshot, typically the largest): nothing stored, nothing
@@ -396,12 +397,14 @@ class TableApplier:
             batch_keys = self._batch_keys(events, stats) if narrow else None
             stored = self._keys_and_positions(self.name, bounds)
             tombs = self._keys_and_positions(self.tombstones, bounds)
-            marking = apply.mark_stale(latest, stored, tombs, keys, batch_keys=batch_keys)
+            # a small batch's keys narrow both scans to at most a row per key: by the semi-join, or by the list of
+            # a single key column's values (lists of several columns' values match their every combination)
+            few = small and (batch_keys is not None or len(keys) == 1)
+            marking = apply.mark_stale(latest, stored, tombs, keys, batch_keys=batch_keys, broadcast_stored=few)
         # materialised with its lineage cut: a MERGE whose source plan still scans the target table can silently
         # match nothing (seen with Iceberg 1.11 merge-on-read deletes); its joins are planned with the broadcast
         # threshold, a session setting. A small batch's are collected as a local relation: the writes' filters of
         # it are local relations too, which their MERGEs broadcast without a job to collect them
-        small = sum(stats.events.values()) <= LOCAL_SOURCE_MAX_ROWS
         with SESSION_SETTINGS.shared(), job_description(self.spark, "stale marking"):
             observing = marking.observe(observed, *tallies)
             marked = local_rows(self.spark, observing) if small else observing.localCheckpoint(eager=True)

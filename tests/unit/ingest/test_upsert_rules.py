@@ -336,3 +336,27 @@ def test_the_merge_reads_no_stored_position(spark: SparkSession, prefix: str, ta
     assert len(scans) == 1, plan
     read = scans[0].split("[", 1)[1].split("]", 1)[0]
     assert "id#" in read and "_pos#" in read and "_cdc_position" not in read, scans[0]
+
+
+@pytest.mark.parametrize("broadcast", [True, False])
+def test_a_small_batchs_marking_broadcasts_the_stored_positions(spark: SparkSession, broadcast: bool) -> None:
+    # narrowed to a small batch's keys, the stored sides hold at most a row per key: broadcast, the events are
+    # not shuffled (a sort-merge join would shuffle both sides, a job per side before the join)
+    from decimal import Decimal
+
+    from cdclake.ingest import apply
+
+    def at(*pairs: tuple[object, ...]) -> list[tuple[object, ...]]:
+        return [(*rest, [Decimal(p)]) for *rest, p in pairs]
+
+    position = "array<decimal(38,0)>"
+    latest = spark.createDataFrame(
+        at((1, "u", 5), (2, "u", 5), (3, "c", 5)), f"id bigint, _cdc_op string, _cdc_position {position}"
+    )
+    stored = spark.createDataFrame(at((1, 4), (2, 6)), f"id bigint, _cdc_position {position}")
+    tombs = spark.createDataFrame(at((3, 7)), f"id bigint, _cdc_position {position}")
+    marked = apply.mark_stale(latest, stored, tombs, ["id"], broadcast_stored=broadcast)
+    flags = {r["id"]: (r[apply.STALE], r[apply.IN_TARGET], r[apply.TOMBSTONED]) for r in marked.collect()}
+    assert flags == {1: (False, True, False), 2: (True, True, False), 3: (True, False, True)}
+    plan = marked._jdf.queryExecution().executedPlan().toString()
+    assert ("SortMergeJoin" not in plan) == broadcast, plan

@@ -63,9 +63,32 @@ def _no_quarantine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(plan_phase, "read_states", lambda spark, source: {})
 
 
+class _Properties:
+    """A SparkContext's local properties, all that planning asks of the session (it starts no Spark job)."""
+
+    def __init__(self) -> None:
+        self.properties: dict[str, str] = {}
+
+    def getLocalProperty(self, key: str) -> str | None:  # noqa: N802 - SparkContext's name
+        return self.properties.get(key)
+
+    def setLocalProperty(self, key: str, value: str | None) -> None:  # noqa: N802 - SparkContext's name
+        if value is None:
+            self.properties.pop(key, None)
+        else:
+            self.properties[key] = value
+
+
+class _NoSpark:
+    """Stands in for the session: these tests plan without Spark (the ledger and the log are fakes too)."""
+
+    def __init__(self) -> None:
+        self.sparkContext = _Properties()
+
+
 def _context(ledger: _Ledger, log: _Log, *accept: str) -> BatchContext:
     source = SourceConfig(name="pg", topic_prefix="pg", accept_gaps=GapAcceptance.parse(accept, accepted_by="alice"))
-    return BatchContext(None, source, log, ledger)  # type: ignore[arg-type]
+    return BatchContext(_NoSpark(), source, log, ledger)  # type: ignore[arg-type]
 
 
 def _committed(offset: int) -> BatchRecord:

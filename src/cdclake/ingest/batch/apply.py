@@ -36,7 +36,7 @@ from cdclake.ingest.tables import TableApplier
 from cdclake.ingest.transactions import before_cuts
 from cdclake.lake import audit
 from cdclake.settings import settings
-from cdclake.spark import SESSION_SETTINGS, job_description
+from cdclake.spark import SESSION_SETTINGS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -127,7 +127,7 @@ def _apply_one(
     whole = not plan.replays and not any(topic in info.topics for topic, _ in tx.cuts)
     discarded = discards.get(applier.identifier)
     # a thread of its own: its jobs are described from scratch
-    with job_description(ctx.spark, f"cdclake {ctx.name}: apply · {applier.identifier}"):
+    with ctx.described(f"apply · {applier.identifier}"):
         result, outcome = _apply_table(
             ctx,
             plan,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -37,13 +37,18 @@ class BatchContext:
     def name(self) -> str:
         return self.source.name
 
+    def described(self, step: str) -> AbstractContextManager[None]:
+        """The Spark jobs this thread starts within the block are described as the source's ``step``
+        (``cdclake pg: apply``, :func:`~cdclake.spark.job_description`)."""
+        return job_description(self.spark, f"cdclake {self.name}: {step}")
+
     @contextmanager
     def timed(self, phase: str) -> Iterator[None]:
         """Add the block's wall-clock seconds to ``phases[phase]``; the Spark jobs the block starts are described
-        as the source's phase (``cdclake pg: apply``, :func:`~cdclake.spark.job_description`)."""
+        as the source's phase (:meth:`described`)."""
         t0 = time.monotonic()
         try:
-            with job_description(self.spark, f"cdclake {self.name}: {phase}"):
+            with self.described(phase):
                 yield
         finally:
             self.phases[phase] = self.phases.get(phase, 0.0) + time.monotonic() - t0

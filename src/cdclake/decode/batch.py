@@ -72,7 +72,7 @@ class TableInfo:
 @dataclass(frozen=True)
 class TableStats:
     """What applying a table's change rows needs to know of them first: events per op, the greatest position
-    (the batch's watermark for the table), the last truncate's position, the columns that carry an
+    (the batch's watermark for the table) and the least, the last truncate's position, the columns that carry an
     unavailable-value placeholder, and how many rows belong to a transaction; and, for the batch summary,
     the first and last source commit time (``source.ts_ms``) among them.
 
@@ -90,6 +90,8 @@ class TableStats:
     keep: list[str]
     #: change rows that carry a transaction id (none: the table has nothing for transaction gathering)
     transactional: int = 0
+    #: the least position among the rows (None: not observed)
+    floor: list[int] | None = None
     #: the earliest and latest ``source.ts_ms`` of the rows (naive, in the session's time zone: UTC)
     source_ts_first: datetime | None = None
     source_ts_last: datetime | None = None
@@ -112,6 +114,7 @@ class TableStats:
             *bounds,
             *[F.count_if(pick(F.col("_cdc_op") == op)).alias(op) for op in OPS],
             F.max(pick(F.col("_cdc_position"))).alias("top"),
+            F.min(pick(F.col("_cdc_position"))).alias("bottom"),
             F.max(pick(F.when(F.col("_cdc_op") == "t", F.col("_cdc_position")))).alias("truncate"),
             F.array_distinct(F.flatten(F.collect_set(pick(F.col("_cdc_keep_columns"))))).alias("keep"),
             F.count_if(pick(F.col("_cdc_tx_id").isNotNull())).alias("transactional"),
@@ -130,6 +133,7 @@ class TableStats:
             truncate=[int(x) for x in row["truncate"]] if row["truncate"] is not None else None,
             keep=sorted(row["keep"] or []),
             transactional=int(row["transactional"] or 0),
+            floor=[int(x) for x in row["bottom"]] if row["bottom"] is not None else None,
             source_ts_first=row["source_ts_first"],
             source_ts_last=row["source_ts_last"],
             key_least=least,
@@ -146,12 +150,15 @@ class TableStats:
                 events[op] = events.get(op, 0) + n
         marks = [p.watermark for p in parts if p.watermark is not None]
         truncates = [p.truncate for p in parts if p.truncate is not None]
+        floors = [p.floor for p in parts if p.events]
         return cls(
             events=events,
             watermark=max(marks) if marks else None,
             truncate=max(truncates) if truncates else None,
             keep=sorted({k for p in parts for k in p.keep}),
             transactional=sum(p.transactional for p in parts),
+            # a part with rows but no floor observed leaves the union's unknown
+            floor=min(floors) if floors and all(f is not None for f in floors) else None,  # type: ignore[type-var]
             source_ts_first=min((p.source_ts_first for p in parts if p.source_ts_first), default=None),
             source_ts_last=max((p.source_ts_last for p in parts if p.source_ts_last), default=None),
             **_combined_keys(parts),

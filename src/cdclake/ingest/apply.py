@@ -228,6 +228,7 @@ def mark_stale(
     *,
     batch_keys: DataFrame | None = None,
     broadcast_stored: bool = False,
+    newer: bool = False,
 ) -> DataFrame:
     """Add ``_stale`` (the event is not newer than the stored row or the key's delete tombstone),
     ``_in_target`` (the table holds a row for the key) and ``_tombstoned`` (the key has a tombstone).
@@ -247,15 +248,18 @@ def mark_stale(
         broadcast_stored: ``stored`` and ``tombstones`` are known to be small (narrowed to a small batch's keys
             by ``batch_keys``, or by a scan's list of a single key column's values: at most one row per key): they
             are broadcast to the joins instead of being shuffled with the events (a sort-merge join).
+        newer: every event's position is above every stored row's and tombstone's (see
+            :func:`cdclake.ingest.tables.position_ceiling`): no event is stale, and ``stored`` and ``tombstones``
+            need only the key columns (a scan that decodes no position).
     """
     out = latest
     keys = F.broadcast(batch_keys) if batch_keys is not None else None
     for label, other in (("t", stored), ("x", tombstones)):
         if other is None:
             continue
-        renamed = other.select(
-            *[F.col(quote_identifier(k)) for k in key_columns], F.col("_cdc_position").alias(f"__pos_{label}")
-        )
+        # without positions, a stand-in that is not null where the key is stored
+        stand_in = F.lit(True) if newer else F.col("_cdc_position")
+        renamed = other.select(*[F.col(quote_identifier(k)) for k in key_columns], stand_in.alias(f"__pos_{label}"))
         if keys is not None:
             renamed = renamed.join(keys, on=list(key_columns), how="left_semi")
         if broadcast_stored:
@@ -263,8 +267,8 @@ def mark_stale(
         out = out.join(renamed, on=list(key_columns), how="left")
     position = F.col("_cdc_position")
     stored_pos = F.col("__pos_t") if "__pos_t" in out.columns else F.lit(None)
-    stale: Column = F.coalesce(stored_pos >= position, F.lit(False))
-    if "__pos_x" in out.columns:
+    stale: Column = F.lit(False) if newer else F.coalesce(stored_pos >= position, F.lit(False))
+    if "__pos_x" in out.columns and not newer:
         # a tombstone at the event's own position is this delete's, committed before the row's delete (the two
         # tables commit apart): the delete is done only when the table no longer holds the key at an older position
         tomb = F.col("__pos_x")

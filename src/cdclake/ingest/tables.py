@@ -42,6 +42,11 @@ logger = logging.getLogger(__name__)
 
 SNAPSHOT_PROPERTY = "spark.sql.iceberg.snapshot-property."
 TRUNCATED_AT = "cdc.truncated-at"
+#: The snapshot-summary property of every commit the upsert makes to a table or its tombstones: a position no row
+#: of either holds a greater one of (see :func:`position_ceiling`).
+POSITION_CEILING = "cdc.position-ceiling"
+#: Snapshot operations that add no row: compactions (``replace``) and deletes.
+_NO_NEW_ROWS = frozenset(("replace", "delete"))
 QUARANTINED = "cdc.quarantined"
 #: Up to this many events per table and batch, the stored positions are narrowed to the batch's keys by a
 #: broadcast semi-join (see :func:`cdclake.ingest.apply.mark_stale`).
@@ -113,6 +118,32 @@ def snapshot_properties(spark: SparkSession, props: dict[str, str]) -> Iterator[
     threads' writes, which share :data:`~cdclake.spark.SESSION_SETTINGS`, wait meanwhile)."""
     with temporary_conf(spark, {SNAPSHOT_PROPERTY + key: value for key, value in props.items()}):
         yield
+
+
+def position_ceiling(spark: SparkSession, name: str) -> list[int] | None:
+    """The :data:`POSITION_CEILING` of table ``name`` (SQL-quoted) as its current snapshot has it: ``[]`` when it
+    has no snapshot (it holds nothing), None when it is not known.
+
+    The table is refreshed first (a commit of another process is seen). From the current snapshot back, the first
+    that carries the property gives it, as long as every snapshot after it only compacted or deleted rows; any
+    other commit without it (made by another writer), or a parent expired on the way, leaves it unknown. Table
+    metadata only: no Spark job.
+    """
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)  # type: ignore[attr-defined]
+    table.refresh()
+    snapshot = table.currentSnapshot()
+    if snapshot is None:
+        return []
+    while snapshot is not None:
+        found = snapshot.summary().get(POSITION_CEILING)
+        if found is not None:
+            return [int(x) for x in json.loads(found)]
+        parent = snapshot.parentId()
+        if snapshot.operation() not in _NO_NEW_ROWS or parent is None:
+            return None
+        snapshot = table.snapshot(parent)
+    return None
 
 
 def local_rows(spark: SparkSession, frame: DataFrame) -> DataFrame:
@@ -351,6 +382,12 @@ class TableApplier:
     def _upsert(self, frame: DataFrame, props: dict[str, str], result: TableResult, stats: TableStats) -> None:
         keys = self.info.key_columns
         data_cols = [f.name for f in self.info.schema.fields]
+        ceiling = self._position_ceiling()
+        # every commit to the table and its tombstones carries the new ceiling (their rows' positions and the batch's)
+        props[POSITION_CEILING] = json.dumps(max(ceiling, stats.watermark or []))
+        # every event newer than anything stored (the usual case: no redelivery, no late snapshot read): none can be
+        # stale, so the marking reads the stored keys only, not their positions (an array of decimals per row)
+        newer = stats.floor is not None and stats.floor > ceiling
         stored_props = self._properties()
         truncated_at, truncated = self._handle_truncate(stats.truncate, stored_props)
         if truncated:  # its deletes and its property changed the table
@@ -395,12 +432,14 @@ class TableApplier:
             listed = all(k in bounds and bounds[k].values for k in keys)
             narrow = not listed and sum(stats.events.values()) <= BROADCAST_KEYS_MAX_EVENTS
             batch_keys = self._batch_keys(events, stats) if narrow else None
-            stored = self._keys_and_positions(self.name, bounds)
-            tombs = self._keys_and_positions(self.tombstones, bounds)
+            stored = self._keys_and_positions(self.name, bounds, positions=not newer)
+            tombs = self._keys_and_positions(self.tombstones, bounds, positions=not newer)
             # a small batch's keys narrow both scans to at most a row per key: by the semi-join, or by the list of
             # a single key column's values (lists of several columns' values match their every combination)
             few = small and (batch_keys is not None or len(keys) == 1)
-            marking = apply.mark_stale(latest, stored, tombs, keys, batch_keys=batch_keys, broadcast_stored=few)
+            marking = apply.mark_stale(
+                latest, stored, tombs, keys, batch_keys=batch_keys, broadcast_stored=few, newer=newer
+            )
         # materialised with its lineage cut: a MERGE whose source plan still scans the target table can silently
         # match nothing (seen with Iceberg 1.11 merge-on-read deletes); its joins are planned with the broadcast
         # threshold, a session setting. A small batch's are collected as a local relation: the writes' filters of
@@ -419,7 +458,8 @@ class TableApplier:
             fresh = FreshRows(rows, data_cols, keep, bounds, tag=abs(hash(self.name)))
             if counts.get(("d", False)):
                 with job_description(self.spark, "tombstones"):
-                    self._write_tombstones(fresh, counts[("d", False)], int(tally["redeleted"]))
+                    ceiling_only = {POSITION_CEILING: props[POSITION_CEILING]}
+                    self._write_tombstones(fresh, counts[("d", False)], int(tally["redeleted"]), ceiling_only)
                 crash_point("tombstones")
             matched = sum(n for (_, stale, present), n in split.items() if present and not stale)
             added = sum(n for (op, stale, present), n in split.items() if not present and not stale and op != "d")
@@ -445,15 +485,32 @@ class TableApplier:
         types = {k: schema[k].dataType for k in self.info.key_columns if k in schema.fieldNames()}
         return apply.key_bounds(stats.key_least, stats.key_greatest, types, stats.key_values)
 
-    def _keys_and_positions(self, name: str, bounds: apply.KeyBounds) -> DataFrame:
-        """The key columns and ``_cdc_position`` of table ``name``, within ``bounds`` (files outside them unread)."""
+    def _position_ceiling(self) -> list[int]:
+        """A position that no row of the table or its tombstones is above: the greater of their
+        :func:`position_ceiling`; a table whose ceiling is not known (a commit of another writer since) is scanned
+        for its greatest position (one job)."""
+        found = []
+        for name in (self.name, self.tombstones):
+            ceiling = position_ceiling(self.spark, name)
+            if ceiling is None:
+                with job_description(self.spark, "position ceiling"):
+                    top = self.spark.sql(f"SELECT max(_cdc_position) AS top FROM {name}").collect()[0]["top"]
+                ceiling = [int(x) for x in top] if top is not None else []
+            found.append(ceiling)
+        return max(found)
+
+    def _keys_and_positions(self, name: str, bounds: apply.KeyBounds, positions: bool = True) -> DataFrame:
+        """The key columns and, ``positions``, ``_cdc_position`` of table ``name``, within ``bounds`` (files outside
+        them unread)."""
         # one statement, analysed once (a DataFrame call each for the scan, the columns and the filter cost three)
-        columns = ", ".join([*[quote_identifier(k) for k in self.info.key_columns], "_cdc_position"])
+        names = [quote_identifier(k) for k in self.info.key_columns] + (["_cdc_position"] if positions else [])
+        columns = ", ".join(names)
         where = f" WHERE {apply.key_range_sql(bounds)}" if bounds else ""
         return self.spark.sql(f"SELECT {columns} FROM {name}{where}")
 
-    def _write_tombstones(self, fresh: FreshRows, deletes: int, redeleted: int) -> None:
-        """Record the tombstones of the fresh deletes (``deletes`` of them, ``redeleted`` of keys with a tombstone).
+    def _write_tombstones(self, fresh: FreshRows, deletes: int, redeleted: int, props: dict[str, str]) -> None:
+        """Record the tombstones of the fresh deletes (``deletes`` of them, ``redeleted`` of keys with a tombstone),
+        ``props`` in the commits' summaries.
 
         A key's first tombstone is appended; a key deleted again (re-inserted since, or a redo that finds the
         delete's own tombstone) has its tombstone advanced by a MERGE. So each key keeps one tombstone, its
@@ -462,12 +519,15 @@ class TableApplier:
         keys = self.info.key_columns
         deleted = fresh.rows.where(F.col("_cdc_op") == "d")
         if redeleted < deletes:
+            writer = apply.tombstone_rows(deleted.where(~F.col(apply.TOMBSTONED)), keys).writeTo(self.tombstones)
+            for key, value in props.items():
+                writer = writer.option(f"snapshot-property.{key}", value)
             with SESSION_SETTINGS.shared():
-                apply.tombstone_rows(deleted.where(~F.col(apply.TOMBSTONED)), keys).writeTo(self.tombstones).append()
+                writer.append()
         if redeleted:
             sql = apply.tombstone_merge_sql(self.tombstones, f"cdc_batch_{fresh.tag}", keys, fresh.bounds)
             again = deleted.where(F.col(apply.TOMBSTONED)).select(*[quote_identifier(k) for k in keys], "_cdc_position")
-            merge_broadcast(self.spark, again, f"cdc_batch_{fresh.tag}", sql, count=redeleted)
+            merge_broadcast(self.spark, again, f"cdc_batch_{fresh.tag}", sql, props, count=redeleted)
 
     def _write_upsert(self, fresh: FreshRows, props: dict[str, str], matched: int, added: int) -> None:
         """Commit the fresh rows: a MERGE of the keys the table holds, an append of the others.
@@ -477,11 +537,12 @@ class TableApplier:
         properties (``cdc.batch-id`` ...), the first is marked ``cdc.partial-of``. A crash between them leaves
         rows that a redo finds stored at their own position (so stale, skipped): the redo commits only what is
         missing, with the batch id. When every event is stale, the MERGE (of nothing) still runs with the
-        batch properties, as it always did.
+        batch properties, as it always did. Both carry the :data:`POSITION_CEILING`.
         """
         merge, append = matched > 0 or added == 0, added > 0
         if merge:
             partial = {"cdc.partial-of": props.get("cdc.batch-id", ""), "cdc.step": "update"}
+            partial[POSITION_CEILING] = props[POSITION_CEILING]
             with job_description(self.spark, "merge"):
                 self._merge_matched(fresh, partial if append else props, matched)
             if append:

@@ -360,3 +360,106 @@ def test_a_small_batchs_marking_broadcasts_the_stored_positions(spark: SparkSess
     assert flags == {1: (False, True, False), 2: (True, True, False), 3: (True, False, True)}
     plan = marked._jdf.queryExecution().executedPlan().toString()
     assert ("SortMergeJoin" not in plan) == broadcast, plan
+
+
+def test_a_marking_of_events_newer_than_anything_stored_reads_the_stored_keys_only(spark: SparkSession) -> None:
+    # above the tables' position ceiling no event is stale: the stored sides are their keys, present or not
+    from decimal import Decimal
+
+    from cdclake.ingest import apply
+
+    latest = spark.createDataFrame(
+        [(1, "u", [Decimal(5)]), (2, "d", [Decimal(5)]), (3, "c", [Decimal(5)])],
+        "id bigint, _cdc_op string, _cdc_position array<decimal(38,0)>",
+    )
+    stored = spark.createDataFrame([(1,), (4,)], "id bigint")
+    tombs = spark.createDataFrame([(2,)], "id bigint")
+    marked = apply.mark_stale(latest, stored, tombs, ["id"], newer=True)
+    flags = {r["id"]: (r[apply.STALE], r[apply.IN_TARGET], r[apply.TOMBSTONED]) for r in marked.collect()}
+    assert flags == {1: (False, True, False), 2: (False, False, True), 3: (False, False, False)}
+
+
+def _ceilings(spark: SparkSession, prefix: str) -> tuple[list[int] | None, list[int] | None, list[int]]:
+    """The items table's and its tombstones' position ceilings, and the greatest position either stores."""
+    name = f"lake.{prefix}.inventory.items"
+    top = spark.sql(
+        f"SELECT max(p) FROM (SELECT _cdc_position AS p FROM {name} UNION ALL "
+        f"SELECT _cdc_position FROM {name}__cdc_deletes)"
+    ).collect()[0][0]
+    return (
+        tables.position_ceiling(spark, name),
+        tables.position_ceiling(spark, f"{name}__cdc_deletes"),
+        [int(x) for x in top],
+    )
+
+
+def test_a_batch_above_the_position_ceiling_marks_by_keys_and_a_late_event_still_by_positions(
+    spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cdclake.ingest import apply
+
+    # which way each batch marked its events, and what its stored side read (a spy: the marking itself runs)
+    calls: list[tuple[bool, list[str]]] = []
+    mark_stale = apply.mark_stale
+
+    def spy(latest, stored, tombstones, key_columns, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append((kwargs.get("newer", False), stored.columns))
+        return mark_stale(latest, stored, tombstones, key_columns, **kwargs)
+
+    monkeypatch.setattr(apply, "mark_stale", spy)
+    table.create({"id": 1, "name": "a", "qty": 1}, lsn=100)
+    table.create({"id": 2, "name": "b", "qty": 1}, lsn=101)
+    ingest(table.take())
+    ceiling, _, top = _ceilings(spark, prefix)
+    assert ceiling == top and top[0] == 101
+    table.update({"id": 1, "name": "a2", "qty": 2}, lsn=200)
+    table.delete({"id": 2}, lsn=201)
+    table.create({"id": 3, "name": "c", "qty": 1}, lsn=202)
+    ingest(table.take())
+    assert calls[-1] == (True, ["id"])
+    assert rows(spark, prefix) == [(1, "a2", 2), (3, "c", 1)]
+    assert _tombstones(spark, prefix) == [(2, 201)]
+    # the tombstones' commit carries the ceiling too, the MERGE's and the append's the same
+    ceiling, tomb_ceiling, top = _ceilings(spark, prefix)
+    assert ceiling == tomb_ceiling == top and top[0] == 202
+    # a late (redelivered) update of a key, a late one of the deleted key, and a new key: below the ceiling, the
+    # batch is marked by the stored positions and tombstones, and the late events are stale
+    table.update({"id": 1, "name": "old", "qty": 0}, lsn=150)
+    table.update({"id": 2, "name": "zombie", "qty": 7}, lsn=160)
+    table.create({"id": 4, "name": "d", "qty": 1}, lsn=300)
+    summary = ingest(table.take())
+    assert calls[-1] == (False, ["id", "_cdc_position"])
+    assert rows(spark, prefix) == [(1, "a2", 2), (3, "c", 1), (4, "d", 1)]
+    assert summary.tables[f"lake.{prefix}.inventory.items"]["skipped"] == 2
+    ceiling, _, top = _ceilings(spark, prefix)
+    assert ceiling == top and top[0] == 300
+
+
+def test_the_position_ceiling_survives_a_compaction_and_is_found_again_after_another_writers_commit(
+    spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch
+) -> None:
+    name = f"lake.{prefix}.inventory.items"
+    table.create({"id": 1, "name": "a", "qty": 1}, lsn=100)
+    ingest(table.take())
+    table.create({"id": 2, "name": "b", "qty": 1}, lsn=110)
+    ingest(table.take())
+    ceiling = tables.position_ceiling(spark, name)
+    assert ceiling is not None and ceiling[0] == 110
+    # a compaction commits a `replace` without the property: the ceiling is read from the snapshot before it
+    spark.sql(
+        f"CALL lake.system.rewrite_data_files(table => '{prefix}.inventory.items', options => map('min-input-files', '1'))"
+    )
+    assert (
+        spark.sql(f"SELECT operation FROM {name}.snapshots ORDER BY committed_at DESC LIMIT 1").first()[0] == "replace"
+    )
+    assert tables.position_ceiling(spark, name) == ceiling
+    # another writer stores a row at a far greater position, without the property: the ceiling is unknown, so the
+    # next batch scans the tables for it, and its update below that position is stale
+    spark.sql(f"UPDATE {name} SET _cdc_position = array(CAST(9000000000000 AS DECIMAL(38,0))) WHERE id = 1")
+    assert tables.position_ceiling(spark, name) is None
+    table.update({"id": 1, "name": "a2", "qty": 2}, lsn=200)
+    table.update({"id": 2, "name": "b2", "qty": 2}, lsn=201)
+    summary = ingest(table.take())
+    assert rows(spark, prefix) == [(1, "a", 1), (2, "b2", 2)]
+    assert summary.tables[name]["skipped"] == 1
+    assert tables.position_ceiling(spark, name) == [9000000000000]

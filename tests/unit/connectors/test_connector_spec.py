@@ -80,7 +80,7 @@ def test_postgres_spec_matches_local_stack() -> None:
     customers = spec.table("inventory.customers")
     assert customers.lake.mode is LakeMode.UPSERT
     assert customers.lake.schema_policy is SchemaPolicy.EVOLVE
-    assert [str(f) for f in customers.lake.partition_fields()] == ["bucket(16, id)"]
+    assert [str(f) for f in customers.lake.partition_fields()] == ["bucket(4, id)"]
 
 
 def test_mariadb_spec_matches_local_stack() -> None:

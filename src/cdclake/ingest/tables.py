@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import DataFrame, DataFrameWriterV2, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -188,6 +188,14 @@ def merge_broadcast(
         _merge(spark, sql, props)
     finally:
         rows.unpersist()
+
+
+def _append_with(writer: DataFrameWriterV2, props: dict[str, str]) -> None:
+    """Append ``writer``'s rows in one commit whose summary carries ``props``."""
+    for key, value in props.items():
+        writer = writer.option(f"snapshot-property.{key}", value)
+    with SESSION_SETTINGS.shared():
+        writer.append()
 
 
 def _merge(spark: SparkSession, sql: str, props: dict[str, str] | None) -> None:
@@ -369,10 +377,7 @@ class TableApplier:
         """Append ``rows`` shaped as the table's rows (:func:`apply.insert_frame`), ``props`` in the commit."""
         data_cols = [f.name for f in self.info.schema.fields]
         writer = apply.insert_frame(rows, self.spark.table(self.name).schema, data_cols).writeTo(self.name)
-        for key, value in props.items():
-            writer = writer.option(f"snapshot-property.{key}", value)
-        with SESSION_SETTINGS.shared():
-            writer.append()
+        _append_with(writer, props)
 
     def _append(self, frame: DataFrame, props: dict[str, str], result: TableResult) -> None:
         self._append_rows(frame, props)
@@ -519,11 +524,9 @@ class TableApplier:
         keys = self.info.key_columns
         deleted = fresh.rows.where(F.col("_cdc_op") == "d")
         if redeleted < deletes:
-            writer = apply.tombstone_rows(deleted.where(~F.col(apply.TOMBSTONED)), keys).writeTo(self.tombstones)
-            for key, value in props.items():
-                writer = writer.option(f"snapshot-property.{key}", value)
-            with SESSION_SETTINGS.shared():
-                writer.append()
+            _append_with(
+                apply.tombstone_rows(deleted.where(~F.col(apply.TOMBSTONED)), keys).writeTo(self.tombstones), props
+            )
         if redeleted:
             sql = apply.tombstone_merge_sql(self.tombstones, f"cdc_batch_{fresh.tag}", keys, fresh.bounds)
             again = deleted.where(F.col(apply.TOMBSTONED)).select(*[quote_identifier(k) for k in keys], "_cdc_position")

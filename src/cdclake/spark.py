@@ -314,8 +314,8 @@ def compile_with_the_tasks_class_loader(spark: SparkSession) -> bool:
 class SettingsLock:
     """Keeps a session's temporary settings to the statements they are set for, when threads share the session.
 
-    A block that sets settings for its own statements (:func:`temporary_conf`, such as the commit properties and
-    the broadcast threshold of a MERGE) holds it alone; a statement that a thread runs beside such blocks and
+    A block that sets settings for its own statements (:func:`temporary_conf`, such as the broadcast threshold of
+    a large batch's MERGE) holds it alone; a statement that a thread runs beside such blocks and
     whose plan or commit reads the session's settings (an Iceberg write, a join) holds it shared. The thread
     that holds it alone may take it again, either way; a thread that shares it cannot take it alone (it would
     wait for itself: a RuntimeError says so).
@@ -404,6 +404,19 @@ def job_description(spark: SparkSession, text: str) -> Iterator[None]:
         yield
     finally:
         sc.setLocalProperty(JOB_DESCRIPTION, outer)  # type: ignore[arg-type]  # None removes it
+
+
+def sql_committing(spark: SparkSession, sql: str, properties: Mapping[str, str]) -> None:
+    """Run ``sql`` (a statement that commits to Iceberg tables, such as a ``MERGE``) on the calling thread, each of
+    its commits carrying ``properties`` in its snapshot summary.
+
+    Through ``dev.cdclake.spark.Commits`` (cdclake's jar): Iceberg's per-thread commit properties, which the
+    session's other threads' commits do not see. Unlike the session's ``spark.sql.iceberg.snapshot-property.*``
+    settings (:func:`temporary_conf`), no setting changes and no other thread's statement waits; a statement that
+    plans or commits with the session's other settings still holds :data:`SESSION_SETTINGS` shared.
+    """
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    jvm.dev.cdclake.spark.Commits.sql(spark._jsparkSession, sql, dict(properties))  # type: ignore[attr-defined]
 
 
 #: The Java error a JVM reports when its heap (or another of its memory areas) is exhausted.

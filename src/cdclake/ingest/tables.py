@@ -6,8 +6,7 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +31,7 @@ from cdclake.ingest.schema import (
 )
 from cdclake.ingest.summary import TableResult
 from cdclake.lake.names import TOMBSTONE_SUFFIX, sql_name, table_identifier, table_parts
-from cdclake.spark import SESSION_SETTINGS, job_description, temporary_conf
+from cdclake.spark import SESSION_SETTINGS, job_description, sql_committing, temporary_conf
 from cdclake.sql import quote_identifier, quote_name, quote_string
 
 if TYPE_CHECKING:
@@ -40,7 +39,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-SNAPSHOT_PROPERTY = "spark.sql.iceberg.snapshot-property."
 TRUNCATED_AT = "cdc.truncated-at"
 #: The snapshot-summary property of every commit the upsert makes to a table or its tombstones: a position no row
 #: of either holds a greater one of (see :func:`position_ceiling`).
@@ -59,8 +57,12 @@ KEY_VALUES_MAX_RECORDS = 20_000
 #: Up to this estimated size, the batch rows that update or delete stored keys are broadcast to the MERGE
 #: (the table is scanned but not shuffled; see :func:`cdclake.ingest.apply.update_sql`). A broadcast
 #: hint cannot do it: Spark drops it, because the MERGE's join already carries a hint for the table's
-#: side; the session's ``autoBroadcastJoinThreshold`` is raised to this for the MERGE instead.
+#: side; the session's ``autoBroadcastJoinThreshold`` is raised to this for the MERGE instead, unless the
+#: planner estimates the rows at :data:`DEFAULT_BROADCAST_BYTES` or less.
 BROADCAST_SOURCE_MAX_BYTES = 256 * 2**20
+#: Spark's default ``autoBroadcastJoinThreshold``, which cdclake's sessions keep: a MERGE source estimated at up to
+#: this is broadcast without a change of the setting, so the MERGE does not hold :data:`SESSION_SETTINGS` alone.
+DEFAULT_BROADCAST_BYTES = 10 * 2**20
 #: The Parquet row-group size of upsert tables (Iceberg's default: 128 MiB). The scans of a MERGE and of its
 #: stale marking are narrowed to the batch's key bounds, and Iceberg skips the row groups whose key statistics
 #: fall outside them, so a file whose rows lie in key order (such as an initial snapshot of a table clustered by
@@ -110,14 +112,6 @@ class FreshRows:
 def table_properties(spark: SparkSession, name: str) -> dict[str, str]:
     """The properties of the table ``name`` (SQL-quoted), as Iceberg keeps them (table metadata: no Spark job)."""
     return {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
-
-
-@contextmanager
-def snapshot_properties(spark: SparkSession, props: dict[str, str]) -> Iterator[None]:
-    """Put ``props`` into the summary of every Iceberg commit made inside the block (a session setting: the other
-    threads' writes, which share :data:`~cdclake.spark.SESSION_SETTINGS`, wait meanwhile)."""
-    with temporary_conf(spark, {SNAPSHOT_PROPERTY + key: value for key, value in props.items()}):
-        yield
 
 
 def position_ceiling(spark: SparkSession, name: str) -> list[int] | None:
@@ -174,18 +168,22 @@ def merge_broadcast(
     The planner must know the source's real size (the estimate of a checkpointed join it comes from is far above
     any threshold): ``rows`` that ``count`` says are at most :data:`LOCAL_SOURCE_MAX_ROWS` are collected into the
     driver's JVM as a local relation (:func:`local_rows`: one small job, none when ``rows`` is a filter of a local
-    relation already), others are cached and counted first (two passes).
+    relation already), others are cached and counted first (two passes). The properties go through the calling
+    thread (:func:`~cdclake.spark.sql_committing`); the broadcast threshold is a session setting, changed (the
+    statement holding :data:`~cdclake.spark.SESSION_SETTINGS` alone) only for a source the planner estimates
+    above :data:`DEFAULT_BROADCAST_BYTES`: the other threads' statements go on beside a small batch's MERGE.
     """
     if count is not None and count <= LOCAL_SOURCE_MAX_ROWS:
         # rows of a local relation (a small batch's marked events) are a local relation already: no job
-        local_rows(spark, rows).createOrReplaceTempView(view)
-        _merge(spark, sql, props)
+        local = local_rows(spark, rows)
+        local.createOrReplaceTempView(view)
+        _merge(spark, sql, props or {}, broadcast=planned_bytes(local) > DEFAULT_BROADCAST_BYTES)
         return
     rows = rows.persist()
     try:
         rows.count()
         rows.createOrReplaceTempView(view)
-        _merge(spark, sql, props)
+        _merge(spark, sql, props or {}, broadcast=True)
     finally:
         rows.unpersist()
 
@@ -198,10 +196,21 @@ def _append_with(writer: DataFrameWriterV2, props: dict[str, str]) -> None:
         writer.append()
 
 
-def _merge(spark: SparkSession, sql: str, props: dict[str, str] | None) -> None:
-    broadcast = {"spark.sql.autoBroadcastJoinThreshold": str(BROADCAST_SOURCE_MAX_BYTES)}
-    with snapshot_properties(spark, props or {}), temporary_conf(spark, broadcast):
-        spark.sql(sql)
+def planned_bytes(frame: DataFrame) -> int:
+    """The size the planner estimates ``frame`` at (what it compares with the broadcast threshold)."""
+    stats = frame._jdf.queryExecution().optimizedPlan().stats()  # type: ignore[attr-defined]
+    return int(stats.sizeInBytes())  # a Scala BigInt, which Py4J returns as an int
+
+
+def _merge(spark: SparkSession, sql: str, props: dict[str, str], *, broadcast: bool) -> None:
+    """Run the MERGE ``sql``, ``props`` in its commit; ``broadcast``: with the broadcast threshold raised to
+    :data:`BROADCAST_SOURCE_MAX_BYTES`."""
+    if broadcast:
+        with temporary_conf(spark, {"spark.sql.autoBroadcastJoinThreshold": str(BROADCAST_SOURCE_MAX_BYTES)}):
+            sql_committing(spark, sql, props)
+        return
+    with SESSION_SETTINGS.shared():  # plans its join with the session's settings
+        sql_committing(spark, sql, props)
 
 
 class TableApplier:
@@ -600,9 +609,11 @@ class TableApplier:
         closes.createOrReplaceTempView(f"cdc_closes_{tag}")
         target_cols = [f.name for f in table.schema.fields]
         carried = [*data_cols, *META_NAMES, *(n for n, _ in apply.SCD2_COLUMNS)]
-        with snapshot_properties(self.spark, props):
-            self.spark.sql(
-                apply.scd2_merge_sql(self.name, f"cdc_versions_{tag}", f"cdc_closes_{tag}", keys, target_cols, carried)
+        with SESSION_SETTINGS.shared():  # plans its joins with the session's settings
+            sql_committing(
+                self.spark,
+                apply.scd2_merge_sql(self.name, f"cdc_versions_{tag}", f"cdc_closes_{tag}", keys, target_cols, carried),
+                props,
             )
 
     def _scd2_truncate(self, position: list[int] | None) -> list[int] | None:

@@ -6,10 +6,11 @@ import threading
 from typing import Any
 
 import pytest
+from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
-from cdclake.ingest import tables
 from cdclake.ingest.batch import apply as batch_apply
+from cdclake.spark import sql_committing
 
 from .conftest import RunBatch, rows
 from .events import PgTable
@@ -90,31 +91,42 @@ def test_one_thread_applies_the_tables_one_after_another(
     assert rows(spark, prefix, "items") == [(1, "a", 1)] and rows(spark, prefix, "stock") == [(1, "s", 5)]
 
 
-def test_blocks_with_commit_properties_run_one_at_a_time(spark: SparkSession) -> None:
-    """Two threads' commit properties never mix: a second block waits until the first has put its settings back."""
-    key = tables.SNAPSHOT_PROPERTY
-    inside, release = threading.Event(), threading.Event()
-    seen: dict[str, Any] = {}
+def test_statements_of_two_threads_commit_each_with_its_own_properties_at_once(
+    spark: SparkSession, prefix: str
+) -> None:
+    """Each thread's commits carry its own properties (Iceberg's per-thread commit properties, not the session's
+    settings): neither waits for the other, and a commit after them carries none."""
+    names = {t: f"lake.{prefix}.inventory.props_{t}" for t in ("a", "b")}
+    for name in names.values():
+        spark.sql(f"CREATE TABLE {name} (id INT) USING iceberg")
+    both = threading.Barrier(2, timeout=30)
+    failures: list[BaseException] = []
 
-    def first() -> None:
-        with tables.snapshot_properties(spark, {"cdc.test-first": "1"}):
-            inside.set()
-            release.wait(60)
+    def commits(thread: str) -> None:
+        try:
+            both.wait()  # both threads commit at the same time
+            for i in range(4):
+                sql_committing(spark, f"INSERT INTO {names[thread]} VALUES ({i})", {"cdc.test-thread": f"{thread}{i}"})
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            failures.append(exc)
 
-    def second() -> None:
-        with tables.snapshot_properties(spark, {"cdc.test-second": "2"}):
-            seen["first"] = spark.conf.get(key + "cdc.test-first", None)
-            seen["second"] = spark.conf.get(key + "cdc.test-second", None)
+    threads = [threading.Thread(target=commits, args=(t,)) for t in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not failures
+    for thread, name in names.items():
+        assert [s.get("cdc.test-thread") for _, s in _summaries(spark, name, 0)] == [f"{thread}{i}" for i in range(4)]
+    spark.sql(f"INSERT INTO {names['a']} VALUES (9)")
+    assert "cdc.test-thread" not in _summaries(spark, names["a"], 4)[0][1]
 
-    one = threading.Thread(target=first)
-    one.start()
-    assert inside.wait(60)
-    two = threading.Thread(target=second)
-    two.start()
-    two.join(1.0)
-    assert two.is_alive() and not seen  # waits while the first block holds the session's settings
-    release.set()
-    one.join(60)
-    two.join(60)
-    assert seen == {"first": None, "second": "2"}
-    assert spark.conf.get(key + "cdc.test-second", None) is None
+
+def test_a_failed_statement_raises_its_own_error_and_leaves_no_properties(spark: SparkSession, prefix: str) -> None:
+    name = f"lake.{prefix}.inventory.props_failed"
+    spark.sql(f"CREATE TABLE {name} (id INT) USING iceberg")
+    with pytest.raises(AnalysisException, match="no_such_column"):
+        sql_committing(spark, f"INSERT INTO {name} SELECT no_such_column", {"cdc.test-thread": "failed"})
+    spark.sql(f"INSERT INTO {name} VALUES (1)")
+    [(_, summary)] = _summaries(spark, name, 0)
+    assert "cdc.test-thread" not in summary

@@ -203,8 +203,9 @@ def planned_bytes(frame: DataFrame) -> int:
 
 
 def _merge(spark: SparkSession, sql: str, props: dict[str, str], *, broadcast: bool) -> None:
-    """Run the MERGE ``sql``, ``props`` in its commit; ``broadcast``: with the broadcast threshold raised to
-    :data:`BROADCAST_SOURCE_MAX_BYTES`."""
+    """Run the MERGE ``sql``, ``props`` in its commit (:func:`~cdclake.spark.sql_committing`), its joins planned with
+    the session's settings; ``broadcast``: with the broadcast threshold raised to :data:`BROADCAST_SOURCE_MAX_BYTES`
+    (holding :data:`~cdclake.spark.SESSION_SETTINGS` alone)."""
     if broadcast:
         with temporary_conf(spark, {"spark.sql.autoBroadcastJoinThreshold": str(BROADCAST_SOURCE_MAX_BYTES)}):
             sql_committing(spark, sql, props)
@@ -609,12 +610,8 @@ class TableApplier:
         closes.createOrReplaceTempView(f"cdc_closes_{tag}")
         target_cols = [f.name for f in table.schema.fields]
         carried = [*data_cols, *META_NAMES, *(n for n, _ in apply.SCD2_COLUMNS)]
-        with SESSION_SETTINGS.shared():  # plans its joins with the session's settings
-            sql_committing(
-                self.spark,
-                apply.scd2_merge_sql(self.name, f"cdc_versions_{tag}", f"cdc_closes_{tag}", keys, target_cols, carried),
-                props,
-            )
+        sql = apply.scd2_merge_sql(self.name, f"cdc_versions_{tag}", f"cdc_closes_{tag}", keys, target_cols, carried)
+        _merge(self.spark, sql, props, broadcast=False)
 
     def _scd2_truncate(self, position: list[int] | None) -> list[int] | None:
         stored = self._properties().get(TRUNCATED_AT)

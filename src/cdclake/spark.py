@@ -33,6 +33,12 @@ BASE_CONF: dict[str, str] = {
     # most of them the same source code every batch; with 100 they evict one another and every batch compiled
     # them all again (docs/benchmarks.md, small batches). Only the ones a batch's literals make new are compiled.
     "spark.sql.codegen.cache.maxEntries": "1000",
+    # a list of two or more values (the applier's filters on a batch's keys) becomes a hash set that the
+    # generated code references, not a chain of comparisons with the values written into it: the code is then
+    # the same every batch and found in that cache (Spark's defaults, 10 and 400, compiled 18 new classes for
+    # each 64-record batch of the demo's 2 tables; docs/benchmarks.md)
+    "spark.sql.optimizer.inSetConversionThreshold": "1",
+    "spark.sql.optimizer.inSetSwitchThreshold": "0",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     # PySpark's DataFrame debugging records the Python call site of every DataFrame and Column call in the

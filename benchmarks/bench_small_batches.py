@@ -108,14 +108,14 @@ def main() -> None:
             new = [j for j in _jobs(ui, app) if j["jobId"] not in before]
             phases = ", ".join(f"{k} {v:.2f}" for k, v in summary.phases.items() if v >= 0.005)
             print(
-                f"batch {i + 1}: {summary.records} records, {wall:.1f} s; {len(new)} Spark jobs, "
-                f"{sum(_job_seconds(j) for j in new):.1f} s inside them; {compiled} classes compiled; phases: {phases}"
+                f"batch {i + 1}: {summary.records} records, {wall:.2f} s; {len(new)} Spark jobs, "
+                f"{sum(_job_seconds(j) for j in new):.2f} s inside them; {compiled} classes compiled; phases: {phases}"
             )
             if args.jobs:
                 for job in sorted(new, key=lambda j: int(str(j["jobId"]))):
                     print(f"    job {job['jobId']}: {_job_seconds(job):.2f} s  {job.get('description') or job['name']}")
         if len(walls) > 1:
-            print(f"median of batches 2-{len(walls)}: {statistics.median(walls[1:]):.1f} s")
+            print(f"median of batches 2-{len(walls)}: {statistics.median(walls[1:]):.2f} s")
     finally:
         spark.stop()
 

@@ -30,6 +30,7 @@ from cdclake.ingest.schema import (
     tombstone_table_ddl,
 )
 from cdclake.ingest.summary import TableResult
+from cdclake.lake.maintenance import REMOVES_ROWS_ONLY
 from cdclake.lake.names import TOMBSTONE_SUFFIX, sql_name, table_identifier, table_parts
 from cdclake.spark import SESSION_SETTINGS, job_description, sql_committing, temporary_conf
 from cdclake.sql import quote_identifier, quote_name, quote_string
@@ -119,9 +120,10 @@ def position_ceiling(spark: SparkSession, name: str) -> list[int] | None:
     has no snapshot (it holds nothing), None when it is not known.
 
     The table is refreshed first (a commit of another process is seen). From the current snapshot back, the first
-    that carries the property gives it, as long as every snapshot after it only compacted or deleted rows; any
-    other commit without it (made by another writer), or a parent expired on the way, leaves it unknown. Table
-    metadata only: no Spark job.
+    that carries the property gives it, as long as every snapshot after it only compacted or deleted rows (a
+    ``replace``, a ``delete``, or a commit marked :data:`~cdclake.lake.maintenance.REMOVES_ROWS_ONLY`, such as the
+    tombstones' expiry); any other commit without it (made by another writer), or a parent expired on the way,
+    leaves it unknown. Table metadata only: no Spark job.
     """
     jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
     table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)  # type: ignore[attr-defined]
@@ -134,7 +136,8 @@ def position_ceiling(spark: SparkSession, name: str) -> list[int] | None:
         if found is not None:
             return [int(x) for x in json.loads(found)]
         parent = snapshot.parentId()
-        if snapshot.operation() not in _NO_NEW_ROWS or parent is None:
+        removes_only = snapshot.operation() in _NO_NEW_ROWS or snapshot.summary().get(REMOVES_ROWS_ONLY) == "true"
+        if not removes_only or parent is None:
             return None
         snapshot = table.snapshot(parent)
     return None

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from contextlib import nullcontext
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,13 @@ REWRITE_MIN_INPUT_FILES_DEFAULT = 5
 #: A follower's compaction rewrites only data files under this size (:func:`compact_recent_files`).
 RECENT_FILE_BYTES = 1024 * 1024
 ORPHAN_OLDER_THAN_DAYS_DEFAULT = 3.0
+#: Snapshot-summary property of a maintenance commit that removes rows and adds none: the tombstones' expiry, a
+#: ``DELETE`` that commits an ``overwrite`` when it rewrites a file keeping some of its rows (the side table deletes
+#: copy-on-write). A table's position ceiling is found past it (:func:`cdclake.ingest.tables.position_ceiling`).
+REMOVES_ROWS_ONLY = "cdc.removes-rows-only"
+#: Iceberg's session settings whose key follows it go into the summary of every commit (Iceberg's
+#: ``SparkSQLProperties.SNAPSHOT_PROPERTY_PREFIX``).
+SNAPSHOT_PROPERTY_PREFIX = "spark.sql.iceberg.snapshot-property."
 #: ``cdc_audit.locks`` (:data:`cdclake.ingest.lock.LOCKS`).
 LOCKS_TABLE = "locks"
 
@@ -188,11 +196,12 @@ def audit_identifiers(spark: SparkSession, catalog: str = CATALOG_NAME) -> list[
 
 @dataclass(frozen=True)
 class MaintenanceCall:
-    """One procedure call on one table."""
+    """One procedure call on one table; ``properties`` go into the snapshot summary of each commit it makes."""
 
     procedure: str
     table: str
     sql: str
+    properties: Mapping[str, str] = field(default_factory=dict)
 
 
 def _literal(value: str) -> str:
@@ -320,7 +329,8 @@ def tombstone_calls(
         MaintenanceCall("count_expired_tombstones", side, f"SELECT count(*) AS expired FROM {name} WHERE {expired}")
     ]
     if not policy.dry_run:
-        calls.append(MaintenanceCall("expire_tombstones", side, f"DELETE FROM {name} WHERE {expired}"))
+        delete = f"DELETE FROM {name} WHERE {expired}"
+        calls.append(MaintenanceCall("expire_tombstones", side, delete, {REMOVES_ROWS_ONLY: "true"}))
     return calls
 
 
@@ -334,10 +344,14 @@ def run_calls(
         pyspark.errors.PySparkException: the first failing procedure's error (the later calls of
             the same table are not run).
     """
+    from cdclake.spark import temporary_conf
+
     results: dict[str, list[dict[str, Any]]] = {}
     for call in calls:
         logger.log(log_level, "maintenance %s on %s: %s", call.procedure, call.table, call.sql)
-        rows = spark.sql(call.sql).collect()
+        summary = {f"{SNAPSHOT_PROPERTY_PREFIX}{k}": v for k, v in call.properties.items()}
+        with temporary_conf(spark, summary) if summary else nullcontext():
+            rows = spark.sql(call.sql).collect()
         results[call.procedure] = [_jsonable(row.asDict(recursive=True)) for row in rows]
         logger.log(log_level, "maintenance %s on %s -> %s", call.procedure, call.table, results[call.procedure])
     return results

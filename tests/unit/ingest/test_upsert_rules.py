@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from datetime import UTC, datetime
 
 import pytest
 from pyspark.sql import SparkSession
@@ -466,3 +468,42 @@ def test_the_position_ceiling_survives_a_compaction_and_is_found_again_after_ano
     assert rows(spark, prefix) == [(1, "a", 1), (2, "b2", 2)]
     assert summary.tables[name]["skipped"] == 1
     assert tables.position_ceiling(spark, name) == [9000000000000]
+
+
+def test_the_tombstones_position_ceiling_is_found_past_their_expiry(
+    spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch
+) -> None:
+    from cdclake.lake.maintenance import REMOVES_ROWS_ONLY, MaintenancePolicy, run_calls, tombstone_calls
+
+    name = f"lake.{prefix}.inventory.items__cdc_deletes"
+    for key in (1, 2, 3):
+        table.create({"id": key, "name": "a", "qty": key}, lsn=100 + key)
+    ingest(table.take())
+    table.delete({"id": 1}, lsn=110)
+    table.delete({"id": 2}, lsn=111)
+    ingest(table.take())  # both tombstones appended, at one ingest time
+    time.sleep(1.1)
+    cut = datetime.now(UTC)
+    time.sleep(1.1)
+    table.create({"id": 1, "name": "b", "qty": 4}, lsn=120)
+    ingest(table.take())
+    table.delete({"id": 1}, lsn=130)
+    ingest(table.take())  # key 1's tombstone advanced by a MERGE
+    # compacted (as the maintenance job does): one file holds both tombstones, recorded before and after the cut
+    spark.sql(
+        f"CALL lake.system.rewrite_data_files(table => '{prefix}.inventory.items__cdc_deletes', "
+        "options => map('min-input-files', '1'))"
+    )
+    ceiling = tables.position_ceiling(spark, name)
+    assert ceiling is not None and ceiling[0] == 130
+    # the expiry of the tombstones recorded before the cut (key 2's) rewrites that file without it (the side table
+    # deletes copy-on-write): an `overwrite`, which another writer's commit could be
+    run_calls(
+        spark, tombstone_calls(f"lake.{prefix}.inventory.items", MaintenancePolicy(tombstone_retention_days=0), cut)
+    )
+    last = spark.sql(f"SELECT operation, summary FROM {name}.snapshots ORDER BY committed_at DESC LIMIT 1").first()
+    assert last["operation"] == "overwrite" and last["summary"][REMOVES_ROWS_ONLY] == "true"
+    stored = spark.sql(f"SELECT id, _cdc_position[0] FROM {name}").collect()
+    assert [(r[0], int(r[1])) for r in stored] == [(1, 130)]
+    # found past it, without a scan of either table
+    assert tables.position_ceiling(spark, name) == ceiling

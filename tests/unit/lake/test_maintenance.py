@@ -12,6 +12,7 @@ from cdclake.connectors import LakeOptions
 from cdclake.exceptions import ConfigError, SparkDriverError
 from cdclake.lake.maintenance import (
     RECENT_FILES_POLICY,
+    REMOVES_ROWS_ONLY,
     MaintenanceCall,
     MaintenancePolicy,
     audit_identifiers,
@@ -63,7 +64,11 @@ def test_tombstone_statements_delete_by_ingest_time() -> None:
             f"SELECT count(*) AS expired FROM lake.`pg`.`inventory`.`customers__cdc_deletes` WHERE {expired}",
         ),
         MaintenanceCall(
-            "expire_tombstones", side, f"DELETE FROM lake.`pg`.`inventory`.`customers__cdc_deletes` WHERE {expired}"
+            "expire_tombstones",
+            side,
+            f"DELETE FROM lake.`pg`.`inventory`.`customers__cdc_deletes` WHERE {expired}",
+            # its commit keeps the side table's position ceiling found (cdclake.ingest.tables.position_ceiling)
+            {REMOVES_ROWS_ONLY: "true"},
         ),
     ]
     # a dry run only counts; no expiry, no statement

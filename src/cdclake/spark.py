@@ -412,19 +412,6 @@ def job_description(spark: SparkSession, text: str) -> Iterator[None]:
         sc.setLocalProperty(JOB_DESCRIPTION, outer)  # type: ignore[arg-type]  # None removes it
 
 
-def sql_committing(spark: SparkSession, sql: str, properties: Mapping[str, str]) -> None:
-    """Run ``sql`` (a statement that commits to Iceberg tables, such as a ``MERGE``) on the calling thread, each of
-    its commits carrying ``properties`` in its snapshot summary.
-
-    Through ``dev.cdclake.spark.Commits`` (cdclake's jar): Iceberg's per-thread commit properties, which the
-    session's other threads' commits do not see. Unlike the session's ``spark.sql.iceberg.snapshot-property.*``
-    settings (:func:`temporary_conf`), no setting changes and no other thread's statement waits; a statement that
-    plans or commits with the session's other settings still holds :data:`SESSION_SETTINGS` shared.
-    """
-    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-    jvm.dev.cdclake.spark.Commits.sql(spark._jsparkSession, sql, dict(properties))  # type: ignore[attr-defined]
-
-
 #: The Java error a JVM reports when its heap (or another of its memory areas) is exhausted.
 OUT_OF_MEMORY = "java.lang.OutOfMemoryError"
 

@@ -30,9 +30,10 @@ from cdclake.ingest.schema import (
     tombstone_table_ddl,
 )
 from cdclake.ingest.summary import TableResult
+from cdclake.lake.commits import sql_committing
 from cdclake.lake.maintenance import REMOVES_ROWS_ONLY
 from cdclake.lake.names import TOMBSTONE_SUFFIX, sql_name, table_identifier, table_parts
-from cdclake.spark import SESSION_SETTINGS, job_description, sql_committing, temporary_conf
+from cdclake.spark import SESSION_SETTINGS, job_description, temporary_conf
 from cdclake.sql import quote_identifier, quote_name, quote_string
 
 if TYPE_CHECKING:
@@ -172,7 +173,7 @@ def merge_broadcast(
     any threshold): ``rows`` that ``count`` says are at most :data:`LOCAL_SOURCE_MAX_ROWS` are collected into the
     driver's JVM as a local relation (:func:`local_rows`: one small job, none when ``rows`` is a filter of a local
     relation already), others are cached and counted first (two passes). The properties go through the calling
-    thread (:func:`~cdclake.spark.sql_committing`); the broadcast threshold is a session setting, changed (the
+    thread (:func:`~cdclake.lake.commits.sql_committing`); the broadcast threshold is a session setting, changed (the
     statement holding :data:`~cdclake.spark.SESSION_SETTINGS` alone) only for a source the planner estimates
     above :data:`DEFAULT_BROADCAST_BYTES`: the other threads' statements go on beside a small batch's MERGE.
     """
@@ -206,7 +207,7 @@ def planned_bytes(frame: DataFrame) -> int:
 
 
 def _merge(spark: SparkSession, sql: str, props: dict[str, str], *, broadcast: bool) -> None:
-    """Run the MERGE ``sql``, ``props`` in its commit (:func:`~cdclake.spark.sql_committing`), its joins planned with
+    """Run the MERGE ``sql``, ``props`` in its commit (:func:`~cdclake.lake.commits.sql_committing`), its joins planned with
     the session's settings; ``broadcast``: with the broadcast threshold raised to :data:`BROADCAST_SOURCE_MAX_BYTES`
     (holding :data:`~cdclake.spark.SESSION_SETTINGS` alone)."""
     if broadcast:

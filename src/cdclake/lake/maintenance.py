@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from contextlib import nullcontext
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -40,6 +39,7 @@ from cdclake.connectors import LakeMode, LakeOptions
 from cdclake.connectors.spec import TOMBSTONE_RETENTION_DAYS_DEFAULT
 from cdclake.exceptions import ConfigError, SparkDriverError
 from cdclake.lake.catalog import CATALOG_NAME
+from cdclake.lake.commits import sql_committing
 from cdclake.lake.names import AUDIT_NAMESPACE, catalog_identifier, tombstone_identifier
 from cdclake.sql import quote_name
 
@@ -58,9 +58,6 @@ ORPHAN_OLDER_THAN_DAYS_DEFAULT = 3.0
 #: ``DELETE`` that commits an ``overwrite`` when it rewrites a file keeping some of its rows (the side table deletes
 #: copy-on-write). A table's position ceiling is found past it (:func:`cdclake.ingest.tables.position_ceiling`).
 REMOVES_ROWS_ONLY = "cdc.removes-rows-only"
-#: Iceberg's session settings whose key follows it go into the summary of every commit (Iceberg's
-#: ``SparkSQLProperties.SNAPSHOT_PROPERTY_PREFIX``).
-SNAPSHOT_PROPERTY_PREFIX = "spark.sql.iceberg.snapshot-property."
 #: ``cdc_audit.locks`` (:data:`cdclake.ingest.lock.LOCKS`).
 LOCKS_TABLE = "locks"
 
@@ -196,12 +193,13 @@ def audit_identifiers(spark: SparkSession, catalog: str = CATALOG_NAME) -> list[
 
 @dataclass(frozen=True)
 class MaintenanceCall:
-    """One procedure call on one table; ``properties`` go into the snapshot summary of each commit it makes."""
+    """One procedure call on one table; ``properties`` go into the snapshot summary of each commit it makes (a
+    statement with them returns no rows: :func:`~cdclake.lake.commits.sql_committing`)."""
 
     procedure: str
     table: str
     sql: str
-    properties: Mapping[str, str] = field(default_factory=dict)
+    properties: Mapping[str, str] = field(default_factory=dict, hash=False)
 
 
 def _literal(value: str) -> str:
@@ -344,13 +342,13 @@ def run_calls(
         pyspark.errors.PySparkException: the first failing procedure's error (the later calls of
             the same table are not run).
     """
-    from cdclake.spark import temporary_conf
-
     results: dict[str, list[dict[str, Any]]] = {}
     for call in calls:
         logger.log(log_level, "maintenance %s on %s: %s", call.procedure, call.table, call.sql)
-        summary = {f"{SNAPSHOT_PROPERTY_PREFIX}{k}": v for k, v in call.properties.items()}
-        with temporary_conf(spark, summary) if summary else nullcontext():
+        if call.properties:  # a statement that changes rows (a DELETE): it returns none
+            sql_committing(spark, call.sql, call.properties)
+            rows = []
+        else:
             rows = spark.sql(call.sql).collect()
         results[call.procedure] = [_jsonable(row.asDict(recursive=True)) for row in rows]
         logger.log(log_level, "maintenance %s on %s -> %s", call.procedure, call.table, results[call.procedure])

@@ -10,7 +10,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from cdclake.ingest.batch import apply as batch_apply
-from cdclake.spark import sql_committing
+from cdclake.lake.commits import sql_committing
 
 from .conftest import RunBatch, rows
 from .events import PgTable

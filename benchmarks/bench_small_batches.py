@@ -3,12 +3,14 @@
 Usage: .venv/bin/python benchmarks/bench_small_batches.py [--batches 5] [--lake DIR] [--jobs]
 
 Starts the local stack if it is down and registers the stack's PostgreSQL connector (spec ``postgres``, the
-demo's tables, transaction metadata on). In one SparkSession, first drains what the topics hold, then
-``--batches`` times: writes one demo workload (inserts, updates, deletes, multi-table transactions; about 60
-records with BEGIN/END), waits 3 s, runs one batch (:func:`cdclake.ingest.runner.ingest_from_kafka`). Prints
-each batch's wall time, its phases, the time spent inside Spark jobs (from Spark's status API) and the generated
-classes it compiled (Spark's codegen metrics), then the median of the warm batches; ``--jobs`` also lists each
-batch's Spark jobs (time, and what each does: its phase, table and step). Prints figures; asserts nothing.
+demo's tables, transaction metadata on). In one SparkSession, first drains what the topics hold and prints the
+lake tables' rows, then ``--batches`` times: writes one demo workload (inserts, updates, deletes, multi-table
+transactions; 36 records with BEGIN/END) on keys no record of the topics holds and, from the second batch on, a
+transaction that updates and deletes rows the previous batch stored (19 records), waits 3 s, runs one batch
+(:func:`cdclake.ingest.runner.ingest_from_kafka`). Prints each batch's wall time, its phases, the time spent
+inside Spark jobs (from Spark's status API) and the generated classes it compiled (Spark's codegen metrics), then
+the median of the warm batches; ``--jobs`` also lists each batch's Spark jobs (time, and what each does: its
+phase, table and step). Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -64,6 +66,29 @@ def postgres_source(poll_interval_ms: int | None = None) -> tuple[Any, Any]:
     return stack, spec
 
 
+def fresh_id_base(spark: Any, sql: Any) -> int:
+    """A multiple of 10,000 above every id of the source's customers and orders and of their lake tables and
+    tombstones after the drain (every key the topics carry): the workloads' keys are new, as a real table's
+    inserts are. A base an earlier run used would make each batch's deletes re-delete keys the drain left a
+    tombstone of (a MERGE of the tombstones that new keys do not need)."""
+    tops = [int(sql.scalar(f"SELECT coalesce(max(id), 0) FROM inventory.{t}")) for t in ("customers", "orders")]
+    for table in ("customers", "orders"):
+        for name in (f"lake.pg.inventory.{table}", f"lake.pg.inventory.{table}__cdc_deletes"):
+            tops.append(int(spark.sql(f"SELECT coalesce(max(id), 0) AS top FROM {name}").collect()[0]["top"]))
+    return (max(tops) // 10_000 + 1) * 10_000
+
+
+def touch_stored(sql: Any, previous: int) -> None:
+    """Change rows the lake stores, in one transaction: update the customers and orders the batch on id base
+    ``previous`` left (5 and 8 rows) and delete one of each (MERGEs of updates and deletes, tombstones appended)."""
+    upper = previous + 1000
+    with sql.transaction():
+        sql.execute("UPDATE inventory.customers SET tier = 'gold' WHERE id >= %s AND id < %s", [previous, upper])
+        sql.execute("UPDATE inventory.orders SET status = 'shipped' WHERE id >= %s AND id < %s", [previous, upper])
+        sql.execute("DELETE FROM inventory.customers WHERE id = %s", [previous + 1])
+        sql.execute("DELETE FROM inventory.orders WHERE id = %s", [previous + 101])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batches", type=int, default=5)
@@ -93,10 +118,17 @@ def main() -> None:
         t0 = time.monotonic()
         drained = ingest_from_kafka(spark, spec.name)
         print(f"drain: {drained.records} records in {time.monotonic() - t0:.1f} s (the session's first batch)")
+        for table in ("customers", "orders"):
+            rows = spark.table(f"lake.pg.inventory.{table}").count()
+            print(f"lake.pg.inventory.{table}: {rows} rows after the drain")
+        with app_sql(stack, "postgres") as sql:
+            base = fresh_id_base(spark, sql)
         walls: list[float] = []
         for i in range(args.batches):
             with app_sql(stack, "postgres") as sql:
-                run_workload(sql, "inventory.customers", "inventory.orders", 700_000 + 10_000 * i)
+                run_workload(sql, "inventory.customers", "inventory.orders", base + 10_000 * i)
+                if i:
+                    touch_stored(sql, base + 10_000 * (i - 1))
             time.sleep(3)
             before = {j["jobId"] for j in _jobs(ui, app)}
             compiled = compilations.getCount()

@@ -296,8 +296,11 @@ def update_sql(
     meta_columns: Sequence[str],
     keep_columns: Sequence[str] = (),
     bounds: KeyBounds | None = None,
+    *,
+    insert: bool = False,
 ) -> str:
-    """The MERGE of the batch's fresh rows whose key the table already holds.
+    """The MERGE of the batch's fresh rows whose key the table already holds; ``insert``: also of the rows whose
+    key it does not hold (:func:`upsert_insert_sql`).
 
     The rows are those :func:`mark_stale` found newer than the stored row (under the source's lock, which every
     writer of the table holds: nothing changes a stored position between the marking and this MERGE), so it
@@ -329,11 +332,27 @@ def update_sql(
         else:
             expr = "NULL"
         sets.append(f"t.{column} = {expr}")
-    return (
+    sql = (
         f"MERGE INTO {target} t USING {source_view} s ON {on}\n"
         "WHEN MATCHED AND s._cdc_op = 'd' THEN DELETE\n"
         f"WHEN MATCHED THEN UPDATE SET {', '.join(sets)}"
     )
+    return sql + "\n" + upsert_insert_sql(data_columns, target_columns, meta_columns) if insert else sql
+
+
+def upsert_insert_sql(data_columns: Sequence[str], target_columns: Sequence[str], meta_columns: Sequence[str]) -> str:
+    """A MERGE's clause that inserts the non-delete rows of keys the table does not hold, shaped as
+    :func:`insert_frame` shapes an append's: ``_cdc_ingested_at`` now, columns the rows do not carry null."""
+    carried = {*data_columns, *meta_columns}
+    names, values = [], []
+    for name in target_columns:
+        column = quote_identifier(name)
+        names.append(column)
+        if name == "_cdc_ingested_at":
+            values.append("current_timestamp()")
+        else:
+            values.append(f"s.{column}" if name in carried else "NULL")
+    return f"WHEN NOT MATCHED AND s._cdc_op <> 'd' THEN INSERT ({', '.join(names)}) VALUES ({', '.join(values)})"
 
 
 def insert_frame(rows: DataFrame, target_schema: T.StructType, data_columns: Sequence[str]) -> DataFrame:

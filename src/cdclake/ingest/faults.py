@@ -5,7 +5,8 @@ job reaches that point: ``planned`` (ledger row written), ``table:N`` (after the
 tables applied at once count in the order they finish, the others may be committing),
 ``tombstones`` (an upsert table's delete tombstones committed, its rows not yet), ``table-partial`` (after the
 first of an upsert table's two commits: its MERGE, before its append),
-``before-commit`` (all tables applied, ledger not yet committed), ``after-commit``.
+``before-commit`` (all tables applied, ledger not yet committed), ``after-commit``. With ``table-partial``, an
+upsert table's writes always take two commits (:func:`splits_writes`); a small batch's are otherwise one MERGE.
 With ``CDC_FAULT_ONCE=<file>`` as well, the job crashes only when that file does not exist yet, and creates it
 first: the first attempt crashes, a retry (an Airflow task retry) runs through.
 Unset (always in production), :func:`crash_point` does nothing.
@@ -37,3 +38,10 @@ def crash_point(point: str) -> None:
     sys.stderr.write(f"cdclake: injected crash at {point}\n")
     sys.stderr.flush()
     os._exit(137)
+
+
+def splits_writes() -> bool:
+    """Whether ``CDC_FAULT_AT`` is ``table-partial``: an upsert table's writes then take their two commits
+    (:func:`cdclake.ingest.tables.TableApplier._write_upsert`), even where one MERGE would do, so that the crash
+    point lies between them."""
+    return settings().fault_at == "table-partial"

@@ -21,7 +21,7 @@ from cdclake.decode.columns import LAKE_META_COLUMNS as META_COLUMNS
 from cdclake.decode.columns import LAKE_META_NAMES as META_NAMES
 from cdclake.exceptions import SchemaEvolutionError
 from cdclake.ingest import apply, mongo
-from cdclake.ingest.faults import crash_point
+from cdclake.ingest.faults import crash_point, splits_writes
 from cdclake.ingest.schema import (
     create_table_ddl,
     identifier_fields_sql,
@@ -74,6 +74,11 @@ UPSERT_ROW_GROUP_BYTES = 8 * 2**20
 #: (:func:`merge_broadcast`); a table's marked events are collected into one (:func:`local_rows`) when the batch
 #: has up to this many of its events.
 LOCAL_SOURCE_MAX_ROWS = 10_000
+#: Up to this many fresh rows of a table whose every key column's values the batch lists (:func:`apply.key_bounds`),
+#: its updates, deletes and inserts are one MERGE, one commit (:func:`apply.update_sql` with ``insert``): its
+#: insert clause makes it an outer join, whose table side the listed keys narrow to their own rows. Other batches
+#: MERGE the stored keys (an inner join: the table streams past the broadcast batch) and append the new ones.
+ONE_MERGE_MAX_ROWS = LOCAL_SOURCE_MAX_ROWS
 #: Held while a namespace is created: two tables of a source's first batch create theirs at once, and the JDBC
 #: catalog fails the second ``CREATE NAMESPACE IF NOT EXISTS`` of a namespace (a duplicate row) instead of
 #: finding it there.
@@ -547,38 +552,51 @@ class TableApplier:
             merge_broadcast(self.spark, again, f"cdc_batch_{fresh.tag}", sql, props, count=redeleted)
 
     def _write_upsert(self, fresh: FreshRows, props: dict[str, str], matched: int, added: int) -> None:
-        """Commit the fresh rows: a MERGE of the keys the table holds, an append of the others.
+        """Commit the fresh rows: ``matched`` of keys the table holds, ``added`` of new keys.
 
-        The MERGE (matched-only: an inner join that broadcasts a batch up to
-        :data:`BROADCAST_SOURCE_MAX_BYTES`) and the append are two commits; only the last carries the batch
-        properties (``cdc.batch-id`` ...), the first is marked ``cdc.partial-of``. A crash between them leaves
-        rows that a redo finds stored at their own position (so stale, skipped): the redo commits only what is
-        missing, with the batch id. When every event is stale, the MERGE (of nothing) still runs with the
-        batch properties, as it always did. Both carry the :data:`POSITION_CEILING`.
+        Up to :data:`ONE_MERGE_MAX_ROWS` of them, their every key column listed by the batch's bounds, both
+        kinds are one MERGE, one commit carrying the batch properties. Otherwise a MERGE of the keys the table
+        holds (matched-only: an inner join that broadcasts a batch up to :data:`BROADCAST_SOURCE_MAX_BYTES`) and
+        an append of the others are two commits; only the last carries the batch properties (``cdc.batch-id``
+        ...), the first is marked ``cdc.partial-of``. A crash between them leaves rows that a redo finds stored at
+        their own position (so stale, skipped): the redo commits only what is missing, with the batch id. When
+        every event is stale, the MERGE (of nothing) still runs with the batch properties. Every commit carries the
+        :data:`POSITION_CEILING`.
+
+        ``CDC_FAULT_AT=table-partial`` (tests) always takes the two commits, to crash between them.
         """
         merge, append = matched > 0 or added == 0, added > 0
+        listed = all(k in fresh.bounds and fresh.bounds[k].values for k in self.info.key_columns)
+        if merge and append and listed and matched + added <= ONE_MERGE_MAX_ROWS and not splits_writes():
+            with job_description(self.spark, "merge"):
+                self._merge_fresh(fresh, props, matched + added, insert=True)
+            return
         if merge:
             partial = {"cdc.partial-of": props.get("cdc.batch-id", ""), "cdc.step": "update"}
             partial[POSITION_CEILING] = props[POSITION_CEILING]
             with job_description(self.spark, "merge"):
-                self._merge_matched(fresh, partial if append else props, matched)
+                self._merge_fresh(fresh, partial if append else props, matched)
             if append:
                 crash_point("table-partial")
         if append:
             with job_description(self.spark, "append"):
                 self._append_rows(fresh.rows.where(~F.col(apply.IN_TARGET) & (F.col("_cdc_op") != "d")), props)
 
-    def _merge_matched(self, fresh: FreshRows, props: dict[str, str], matched: int) -> None:
-        """The MERGE of the fresh rows whose key the table holds (``matched`` of them, :func:`apply.update_sql`),
-        the table's scan narrowed by the batch's key bounds."""
+    def _merge_fresh(self, fresh: FreshRows, props: dict[str, str], count: int, insert: bool = False) -> None:
+        """The MERGE of the fresh rows whose key the table holds and, ``insert``, of the non-delete rows of the
+        others (``count`` rows in all, :func:`apply.update_sql`), the table's scan narrowed by the batch's key
+        bounds."""
         target_cols = [f.name for f in self.spark.table(self.name).schema.fields]
         view = f"cdc_update_{fresh.tag}"
         keys = self.info.key_columns
         sql = apply.update_sql(
-            self.name, view, keys, fresh.data_cols, target_cols, META_NAMES, fresh.keep, fresh.bounds
+            self.name, view, keys, fresh.data_cols, target_cols, META_NAMES, fresh.keep, fresh.bounds, insert=insert
         )
-        rows = fresh.rows.where(F.col(apply.IN_TARGET)).drop(apply.IN_TARGET)
-        merge_broadcast(self.spark, rows, view, sql, props, count=matched)
+        wanted = F.col(apply.IN_TARGET)
+        if insert:  # a delete of a key the table does not hold leaves only its tombstone
+            wanted = wanted | (F.col("_cdc_op") != "d")
+        rows = fresh.rows.where(wanted).drop(apply.IN_TARGET)
+        merge_broadcast(self.spark, rows, view, sql, props, count=count)
 
     def _scd2(self, frame: DataFrame, props: dict[str, str], result: TableResult, stats: TableStats) -> None:
         """History mode: every change becomes a version with ``_cdc_valid_from``/``_cdc_valid_to`` positions."""

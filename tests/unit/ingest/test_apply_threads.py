@@ -9,6 +9,7 @@ import pytest
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
+from cdclake.ingest import tables
 from cdclake.ingest.batch import apply as batch_apply
 from cdclake.lake.commits import sql_committing
 
@@ -49,6 +50,7 @@ def test_two_tables_are_applied_at_once_and_each_commit_carries_its_own_properti
         return apply_table(*args, **kwargs)
 
     monkeypatch.setattr(batch_apply, "_apply_table", together)
+    monkeypatch.setattr(tables, "ONE_MERGE_MAX_ROWS", 0)  # stock written as a larger batch is: a MERGE, an append
     items.update({"id": 1, "name": "a2", "qty": 2}, lsn=200)  # a stored key only: one MERGE, the batch's commit
     stock.update({"id": 1, "name": "s2", "qty": 6}, lsn=201)  # a stored key: a MERGE, the first of two commits
     stock.create({"id": 2, "name": "t", "qty": 7}, lsn=202)  # a new key: the append, the batch's commit

@@ -166,6 +166,7 @@ def test_rerunning_the_same_records_changes_nothing(
 def test_stored_keys_are_merged_new_keys_appended_and_a_redo_after_the_merge_finishes_the_batch(
     spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(tables, "ONE_MERGE_MAX_ROWS", 0)  # written as a larger batch is: a MERGE, then an append
     table.create({"id": 1, "name": "a", "qty": 1}, lsn=100)
     table.create({"id": 2, "name": "b", "qty": 1}, lsn=101)
     ingest(table.take())
@@ -183,7 +184,7 @@ def test_stored_keys_are_merged_new_keys_appended_and_a_redo_after_the_merge_fin
     with pytest.raises(SystemExit):
         ingest(table.take())
     assert rows(spark, prefix) == [(1, "a2", 2)]  # the MERGE committed, the append did not
-    monkeypatch.undo()
+    monkeypatch.setattr("cdclake.ingest.tables.crash_point", lambda point: None)
 
     redo = ingest([])  # the interrupted batch is redone with its own ranges and id
     assert redo.redo
@@ -199,6 +200,33 @@ def test_stored_keys_are_merged_new_keys_appended_and_a_redo_after_the_merge_fin
     assert "cdc.batch-id" not in partial[0]["summary"]
     assert snaps[-1]["operation"] == "append" and snaps[-1]["summary"]["cdc.batch-id"] == redo.batch_id
     assert ingest([]).status == "no-new-records"
+
+
+def test_a_small_batch_of_stored_and_new_keys_is_written_in_one_merge(
+    spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch
+) -> None:
+    table.create({"id": 1, "name": "a", "qty": 1}, lsn=100)
+    table.create({"id": 2, "name": "b", "qty": 1}, lsn=101)
+    ingest(table.take())
+    name = f"lake.{prefix}.inventory.items"
+    before = spark.sql(f"SELECT count(*) FROM {name}.snapshots").collect()[0][0]
+    table.update({"id": 1, "name": "a2", "qty": 2}, lsn=200)  # stored key: updated
+    table.delete({"id": 2}, lsn=201)  # stored key: deleted
+    table.create({"id": 3, "name": "c", "qty": 3}, lsn=202)  # new key: inserted
+    table.create({"id": 4, "name": "d", "qty": 4}, lsn=203)  # new key, deleted in the batch: a tombstone only
+    table.delete({"id": 4}, lsn=204)
+    summary = ingest(table.take())
+    assert rows(spark, prefix) == [(1, "a2", 2), (3, "c", 3)]
+    assert _tombstones(spark, prefix) == [(2, 201), (4, 204)]
+    result = summary.tables[name]
+    assert result["applied_by_op"] == {"u": 1, "d": 2, "c": 1}
+    snaps = spark.sql(f"SELECT operation, summary FROM {name}.snapshots ORDER BY committed_at, snapshot_id").collect()[
+        before:
+    ]
+    assert [s["operation"] for s in snaps] == ["overwrite"]  # one commit: the MERGE's inserts are in it
+    merged = snaps[0]["summary"]
+    assert merged["cdc.batch-id"] == summary.batch_id and "cdc.partial-of" not in merged
+    assert (merged["added-records"], merged["added-position-deletes"]) == ("2", "2")  # rows 1 and 3; 1 and 2 removed
 
 
 def test_a_redo_after_the_tombstones_committed_still_deletes_the_row(

@@ -262,6 +262,24 @@ def test_update_sql_normal_names() -> None:
 
 
 @pytest.mark.parametrize("name", HOSTILE)
+def test_update_sql_with_inserts_quotes_every_inserted_column(name: str) -> None:
+    target = ("id", name, "gone", "_cdc_op", "_cdc_ingested_at")
+    sql = apply.update_sql(TARGET, "v1", ("id",), ("id", name), target, ("_cdc_op", "_cdc_ingested_at"), insert=True)
+    q = quote_identifier(name)
+    # the matched clauses as without inserts, then the new keys' rows: now as their ingest time, a column the
+    # rows do not carry null, a delete of a key the table does not hold not inserted
+    assert (
+        sql.splitlines()[:3]
+        == apply.update_sql(TARGET, "v1", ("id",), ("id", name), target, ("_cdc_op", "_cdc_ingested_at")).splitlines()
+    )
+    assert sql.splitlines()[3] == (
+        f"WHEN NOT MATCHED AND s._cdc_op <> 'd' THEN INSERT (`id`, {q}, `gone`, `_cdc_op`, `_cdc_ingested_at`) "
+        f"VALUES (s.`id`, s.{q}, NULL, s.`_cdc_op`, current_timestamp())"
+    )
+    assert identifiers(sql).count(name) == 4
+
+
+@pytest.mark.parametrize("name", HOSTILE)
 def test_tombstone_merge_sql_hostile_key(name: str) -> None:
     sql = apply.tombstone_merge_sql("`lake`.`pg`.`t__cdc_deletes`", "cdc_batch_1", (name,))
     q = quote_identifier(name)

@@ -337,7 +337,7 @@ def update_sql(
         "WHEN MATCHED AND s._cdc_op = 'd' THEN DELETE\n"
         f"WHEN MATCHED THEN UPDATE SET {', '.join(sets)}"
     )
-    return sql + "\n" + upsert_insert_sql(data_columns, target_columns, meta_columns) if insert else sql
+    return (sql + "\n" + upsert_insert_sql(data_columns, target_columns, meta_columns)) if insert else sql
 
 
 def upsert_insert_sql(data_columns: Sequence[str], target_columns: Sequence[str], meta_columns: Sequence[str]) -> str:

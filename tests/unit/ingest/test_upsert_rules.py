@@ -163,15 +163,20 @@ def test_rerunning_the_same_records_changes_nothing(
     assert summary["cdc.watermark"].startswith("[110")
 
 
-def test_stored_keys_are_merged_new_keys_appended_and_a_redo_after_the_merge_finishes_the_batch(
-    spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(tables, "ONE_MERGE_MAX_ROWS", 0)  # written as a larger batch is: a MERGE, then an append
+def _two_rows_stored(spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch) -> tuple[str, int]:
+    """Ingest rows 1 and 2; the table's name and its count of snapshots after them."""
     table.create({"id": 1, "name": "a", "qty": 1}, lsn=100)
     table.create({"id": 2, "name": "b", "qty": 1}, lsn=101)
     ingest(table.take())
     name = f"lake.{prefix}.inventory.items"
-    before = spark.sql(f"SELECT count(*) FROM {name}.snapshots").collect()[0][0]
+    return name, spark.sql(f"SELECT count(*) FROM {name}.snapshots").collect()[0][0]
+
+
+def test_stored_keys_are_merged_new_keys_appended_and_a_redo_after_the_merge_finishes_the_batch(
+    spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tables, "ONE_MERGE_MAX_ROWS", 0)  # written as a larger batch is: a MERGE, then an append
+    name, before = _two_rows_stored(spark, prefix, table, ingest)
     table.update({"id": 1, "name": "a2", "qty": 2}, lsn=200)  # stored key: MERGE
     table.delete({"id": 2}, lsn=201)  # stored key: MERGE
     table.create({"id": 3, "name": "c", "qty": 3}, lsn=202)  # new key: append
@@ -205,11 +210,7 @@ def test_stored_keys_are_merged_new_keys_appended_and_a_redo_after_the_merge_fin
 def test_a_small_batch_of_stored_and_new_keys_is_written_in_one_merge(
     spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch
 ) -> None:
-    table.create({"id": 1, "name": "a", "qty": 1}, lsn=100)
-    table.create({"id": 2, "name": "b", "qty": 1}, lsn=101)
-    ingest(table.take())
-    name = f"lake.{prefix}.inventory.items"
-    before = spark.sql(f"SELECT count(*) FROM {name}.snapshots").collect()[0][0]
+    name, before = _two_rows_stored(spark, prefix, table, ingest)
     table.update({"id": 1, "name": "a2", "qty": 2}, lsn=200)  # stored key: updated
     table.delete({"id": 2}, lsn=201)  # stored key: deleted
     table.create({"id": 3, "name": "c", "qty": 3}, lsn=202)  # new key: inserted

@@ -132,7 +132,8 @@ def position_ceiling(spark: SparkSession, name: str) -> list[int] | None:
     leaves it unknown. Table metadata only: no Spark job.
     """
     jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)  # type: ignore[attr-defined]
+    session = spark._jsparkSession  # type: ignore[attr-defined]
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(session, name)
     table.refresh()
     snapshot = table.currentSnapshot()
     if snapshot is None:
@@ -212,9 +213,9 @@ def planned_bytes(frame: DataFrame) -> int:
 
 
 def _merge(spark: SparkSession, sql: str, props: dict[str, str], *, broadcast: bool) -> None:
-    """Run the MERGE ``sql``, ``props`` in its commit (:func:`~cdclake.lake.commits.sql_committing`), its joins planned with
-    the session's settings; ``broadcast``: with the broadcast threshold raised to :data:`BROADCAST_SOURCE_MAX_BYTES`
-    (holding :data:`~cdclake.spark.SESSION_SETTINGS` alone)."""
+    """Run the MERGE ``sql``, ``props`` in its commit (:func:`~cdclake.lake.commits.sql_committing`), its joins
+    planned with the session's settings; ``broadcast``: with the broadcast threshold raised to
+    :data:`BROADCAST_SOURCE_MAX_BYTES` (holding :data:`~cdclake.spark.SESSION_SETTINGS` alone)."""
     if broadcast:
         with temporary_conf(spark, {"spark.sql.autoBroadcastJoinThreshold": str(BROADCAST_SOURCE_MAX_BYTES)}):
             sql_committing(spark, sql, props)

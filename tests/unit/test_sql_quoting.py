@@ -358,6 +358,10 @@ def test_key_bounds_list_a_batchs_distinct_values() -> None:
     assert apply.key_range_sql(bounds, "t") == (
         "t.`id` IN (CAST(3 AS bigint), CAST(5 AS bigint), CAST(9 AS bigint)) AND t.`code` IN ('a\\'', 'z')"
     )
+    assert apply.lists_every_key(bounds, ("id", "code"))
+    # a column bounded by its least and greatest only, or not bounded at all, is not listed
+    assert not apply.lists_every_key({**bounds, "code": apply.KeyBound("'a'", "'z'")}, ("id", "code"))
+    assert not apply.lists_every_key(bounds, ("id", "ts"))
     # a value without a literal (a null key, a value not of the column's type) leaves the column its range
     for odd in (None, b"\x00"):
         bounds = apply.key_bounds(least, greatest, types, {"id": [3, 9], "code": ["a'", odd]})

@@ -137,6 +137,12 @@ def key_bounds(
     return out
 
 
+def lists_every_key(bounds: KeyBounds, key_columns: Sequence[str]) -> bool:
+    """Whether ``bounds`` list the values of every key column: a scan filtered by them returns only the rows of
+    the batch's keys (and, for several key columns, of their other combinations)."""
+    return all(k in bounds and bounds[k].values for k in key_columns)
+
+
 def key_range_sql(bounds: KeyBounds, alias: str | None = None) -> str:
     """The conditions of ``bounds`` (:meth:`KeyBound.sql`) on ``alias.k``, joined by ``AND``; ``bounds`` name at
     least one column (callers skip the condition when :func:`key_bounds` found none)."""

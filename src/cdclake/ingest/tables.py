@@ -454,8 +454,7 @@ class TableApplier:
             bounds = self._key_bounds(stats, latest.schema)
             # the batch's keys narrow the stored positions before the join when they fit in a broadcast, unless
             # the bounds list every key column's values: the scans' filters then leave only those keys' rows
-            listed = all(k in bounds and bounds[k].values for k in keys)
-            narrow = not listed and sum(stats.events.values()) <= BROADCAST_KEYS_MAX_EVENTS
+            narrow = not apply.lists_every_key(bounds, keys) and sum(stats.events.values()) <= BROADCAST_KEYS_MAX_EVENTS
             batch_keys = self._batch_keys(events, stats) if narrow else None
             stored = self._keys_and_positions(self.name, bounds, positions=not newer)
             tombs = self._keys_and_positions(self.tombstones, bounds, positions=not newer)
@@ -567,7 +566,7 @@ class TableApplier:
         ``CDC_FAULT_AT=table-partial`` (tests) always takes the two commits, to crash between them.
         """
         merge, append = matched > 0 or added == 0, added > 0
-        listed = all(k in fresh.bounds and fresh.bounds[k].values for k in self.info.key_columns)
+        listed = apply.lists_every_key(fresh.bounds, self.info.key_columns)
         if merge and append and listed and matched + added <= ONE_MERGE_MAX_ROWS and not splits_writes():
             with job_description(self.spark, "merge"):
                 self._merge_fresh(fresh, props, matched + added, insert=True)

@@ -457,7 +457,13 @@ class TableApplier:
             narrow = not apply.lists_every_key(bounds, keys) and sum(stats.events.values()) <= BROADCAST_KEYS_MAX_EVENTS
             batch_keys = self._batch_keys(events, stats) if narrow else None
             stored = self._keys_and_positions(self.name, bounds, positions=not newer)
-            tombs = self._keys_and_positions(self.tombstones, bounds, positions=not newer)
+            # with every event newer than every tombstone, the tombstones only tell which of the batch's deletes
+            # delete a key again: a batch without deletes does not read them
+            tombs = (
+                self._keys_and_positions(self.tombstones, bounds, positions=not newer)
+                if not newer or stats.events.get("d")
+                else None
+            )
             # a small batch's keys narrow both scans to at most a row per key: by the semi-join, or by the list of
             # a single key column's values (lists of several columns' values match their every combination)
             few = small and (batch_keys is not None or len(keys) == 1)

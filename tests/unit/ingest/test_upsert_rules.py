@@ -413,6 +413,42 @@ def test_a_marking_of_events_newer_than_anything_stored_reads_the_stored_keys_on
     assert flags == {1: (False, True, False), 2: (False, False, True), 3: (False, False, False)}
 
 
+def test_a_batch_newer_than_its_tombstones_reads_them_only_when_it_deletes(
+    spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # above the position ceiling the tombstones only tell which deletes delete a key again
+    from cdclake.ingest import apply
+
+    read: list[bool] = []  # per marking: whether it read the tombstones (a spy: the marking itself runs)
+    mark_stale = apply.mark_stale
+
+    def spy(latest, stored, tombstones, key_columns, **kwargs):  # type: ignore[no-untyped-def]
+        read.append(tombstones is not None)
+        return mark_stale(latest, stored, tombstones, key_columns, **kwargs)
+
+    monkeypatch.setattr(apply, "mark_stale", spy)
+    table.create({"id": 1, "name": "a", "qty": 1}, lsn=100)
+    table.create({"id": 2, "name": "b", "qty": 1}, lsn=101)
+    ingest(table.take())  # the table's first batch: no marking
+    table.delete({"id": 2}, lsn=200)
+    ingest(table.take())
+    assert read == [True] and _tombstones(spark, prefix) == [(2, 200)]
+    # the deleted key inserted again and a stored key updated: no delete, so no read of the tombstones
+    table.create({"id": 2, "name": "b2", "qty": 2}, lsn=300)
+    table.update({"id": 1, "name": "a2", "qty": 2}, lsn=301)
+    summary = ingest(table.take())
+    assert read == [True, False]
+    assert rows(spark, prefix) == [(1, "a2", 2), (2, "b2", 2)]
+    assert summary.tables[f"lake.{prefix}.inventory.items"]["applied_by_op"] == {"c": 1, "u": 1}
+    assert _tombstones(spark, prefix) == [(2, 200)]
+    # deleted again: the tombstones are read, and the key's one tombstone is advanced, not doubled
+    table.delete({"id": 2}, lsn=400)
+    ingest(table.take())
+    assert read == [True, False, True]
+    assert rows(spark, prefix) == [(1, "a2", 2)]
+    assert _tombstones(spark, prefix) == [(2, 400)]
+
+
 def _ceilings(spark: SparkSession, prefix: str) -> tuple[list[int] | None, list[int] | None, list[int]]:
     """The items table's and its tombstones' position ceilings, and the greatest position either stores."""
     name = f"lake.{prefix}.inventory.items"

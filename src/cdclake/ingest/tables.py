@@ -299,6 +299,9 @@ class TableApplier:
                 "write.merge.mode": "merge-on-read",
                 "write.update.mode": "merge-on-read",
                 "write.delete.mode": "merge-on-read",
+                # a MERGE writes its join's output as it is partitioned: Iceberg's default (hash) shuffles it again
+                # by the table's partitions, a Spark job of every MERGE, for the same files when the batch is small
+                "write.merge.distribution-mode": "none",
                 "cdc.mode": self.options.mode.value,
                 "cdc.schema-policy": self.options.schema_policy.value,
             }

@@ -60,17 +60,21 @@ def test_update_of_the_partition_column_does_not_duplicate(
     table.create({"id": 1, "name": "eu", "qty": 1}, lsn=100)
     table.create({"id": 2, "name": "us", "qty": 1}, lsn=101)
     ingest(table.take(), source=source)
+    # one MERGE moves rows both ways between partitions and inserts a new key: its rows reach the writer in the
+    # join's order, not clustered by partition (the table's MERGE distribution mode is none)
     table.update({"id": 1, "name": "us", "qty": 2}, lsn=200)
+    table.update({"id": 2, "name": "eu", "qty": 2}, lsn=201)
+    table.create({"id": 3, "name": "eu", "qty": 3}, lsn=202)
     ingest(table.take(), source=source)
-    assert rows(spark, prefix) == [(1, "us", 2), (2, "us", 1)]
+    assert rows(spark, prefix) == [(1, "us", 2), (2, "eu", 2), (3, "eu", 3)]
     counts = spark.sql(f"SELECT count(*), count(DISTINCT id) FROM lake.{prefix}.inventory.items").collect()[0]
-    assert tuple(counts) == (2, 2)
+    assert tuple(counts) == (3, 3)
     fields = spark.sql(f"SELECT * FROM lake.{prefix}.inventory.items.partitions").schema["partition"].dataType.names
     assert fields == ["name", "id_bucket"]
+    props = table_properties(spark, f"lake.{prefix}.inventory.items")
     # small row groups, so that a scan narrowed to a batch's keys skips most of a key-ordered file's
-    assert table_properties(spark, f"lake.{prefix}.inventory.items")["write.parquet.row-group-size-bytes"] == str(
-        UPSERT_ROW_GROUP_BYTES
-    )
+    assert props["write.parquet.row-group-size-bytes"] == str(UPSERT_ROW_GROUP_BYTES)
+    assert props["write.merge.distribution-mode"] == "none"
 
 
 def test_append_mode_keeps_every_event_once(spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch) -> None:

@@ -483,7 +483,9 @@ class Settings:
     fault_at: str | None = _var(
         "CDC_FAULT_AT",
         None,
-        "tests only: the ingestion job exits abruptly (status 137) at this point (`cdclake.ingest.faults`)",
+        "tests only: the ingestion job exits abruptly (status 137) at this point (`cdclake.ingest.faults`); with "
+        "`table-partial`, an upsert table's writes always take their two commits (a MERGE, then an append) so that "
+        "the point lies between them",
         _text,
         "`planned`, `table:N`, `tombstones`, `table-partial`, `before-commit` or `after-commit`",
     )

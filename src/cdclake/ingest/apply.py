@@ -228,7 +228,7 @@ def latest_per_key(
 
 def mark_stale(
     latest: DataFrame,
-    stored: DataFrame,
+    stored: DataFrame | None,
     tombstones: DataFrame | None,
     key_columns: Sequence[str],
     *,
@@ -244,7 +244,8 @@ def mark_stale(
 
     Args:
         latest: output of :func:`latest_per_key`.
-        stored: the lake table's ``key columns + _cdc_position``.
+        stored: the lake table's ``key columns + _cdc_position`` (or None: not read, ``_in_target`` false
+            throughout; only with ``newer``).
         tombstones: the tombstone table's ``key columns + _cdc_position`` (or None).
         key_columns: primary-key columns.
         batch_keys: the key columns of the batch's events (repeats allowed): when given, ``stored`` and

@@ -107,6 +107,8 @@ class FreshRows:
         keep: the columns whose stored value a placeholder keeps (:attr:`TableStats.keep`).
         bounds: the bounds of the batch's keys (:func:`apply.key_bounds`; empty: the scans are not narrowed).
         tag: the suffix of the writes' temporary views.
+        unread: the marking did not read the table: :data:`apply.IN_TARGET` is false throughout, and one MERGE
+            updates, deletes or inserts each row whether the table holds its key or not.
     """
 
     rows: DataFrame
@@ -114,6 +116,7 @@ class FreshRows:
     keep: list[str]
     bounds: apply.KeyBounds
     tag: int
+    unread: bool = False
 
 
 def table_properties(spark: SparkSession, name: str) -> dict[str, str]:
@@ -453,13 +456,24 @@ class TableApplier:
                 "*", *[F.lit(False).alias(c) for c in (apply.STALE, apply.IN_TARGET, apply.TOMBSTONED)]
             )
             bounds: apply.KeyBounds = {}
+            unread = False
         else:
             bounds = self._key_bounds(stats, latest.schema)
+            # every event newer than everything stored, and few enough of them, their keys listed, for one MERGE:
+            # it updates, deletes or inserts each key whether the table holds it or not, so the marking does not
+            # read the table (only the tombstones, for the batch's deletes)
+            unread = (
+                newer
+                and small
+                and apply.lists_every_key(bounds, keys)
+                and sum(stats.events.values()) <= ONE_MERGE_MAX_ROWS
+                and not splits_writes()
+            )
             # the batch's keys narrow the stored positions before the join when they fit in a broadcast, unless
             # the bounds list every key column's values: the scans' filters then leave only those keys' rows
             narrow = not apply.lists_every_key(bounds, keys) and sum(stats.events.values()) <= BROADCAST_KEYS_MAX_EVENTS
             batch_keys = self._batch_keys(events, stats) if narrow else None
-            stored = self._keys_and_positions(self.name, bounds, positions=not newer)
+            stored = None if unread else self._keys_and_positions(self.name, bounds, positions=not newer)
             # with every event newer than every tombstone, the tombstones only tell which of the batch's deletes
             # delete a key again: a batch without deletes does not read them
             tombs = (
@@ -488,12 +502,16 @@ class TableApplier:
                 counts[(op, stale)] = counts.get((op, stale), 0) + n
             result.count_ops(counts)
             rows = marked.where(~F.col(apply.STALE)).drop(apply.STALE)
-            fresh = FreshRows(rows, data_cols, keep, bounds, tag=abs(hash(self.name)))
+            fresh = FreshRows(rows, data_cols, keep, bounds, tag=abs(hash(self.name)), unread=unread)
             if counts.get(("d", False)):
                 with job_description(self.spark, "tombstones"):
                     ceiling_only = {POSITION_CEILING: props[POSITION_CEILING]}
                     self._write_tombstones(fresh, counts[("d", False)], int(tally["redeleted"]), ceiling_only)
                 crash_point("tombstones")
+            if unread:  # one MERGE, deletes included (those of keys the table does not hold match nothing)
+                with job_description(self.spark, "merge"):
+                    self._merge_fresh(fresh, props, sum(n for (_, stale), n in counts.items() if not stale), True)
+                return
             matched = sum(n for (_, stale, present), n in split.items() if present and not stale)
             added = sum(n for (op, stale, present), n in split.items() if not present and not stale and op != "d")
             self._write_upsert(fresh, props, matched, added)
@@ -593,18 +611,21 @@ class TableApplier:
 
     def _merge_fresh(self, fresh: FreshRows, props: dict[str, str], count: int, insert: bool = False) -> None:
         """The MERGE of the fresh rows whose key the table holds and, ``insert``, of the non-delete rows of the
-        others (``count`` rows in all, :func:`apply.update_sql`), the table's scan narrowed by the batch's key
-        bounds."""
+        others (``count`` rows in all, :func:`apply.update_sql`; every fresh row when the marking did not read the
+        table, :attr:`FreshRows.unread`), the table's scan narrowed by the batch's key bounds."""
         target_cols = [f.name for f in self.spark.table(self.name).schema.fields]
         view = f"cdc_update_{fresh.tag}"
         keys = self.info.key_columns
         sql = apply.update_sql(
             self.name, view, keys, fresh.data_cols, target_cols, META_NAMES, fresh.keep, fresh.bounds, insert=insert
         )
-        wanted = F.col(apply.IN_TARGET)
-        if insert:  # a delete of a key the table does not hold leaves only its tombstone
-            wanted = wanted | (F.col("_cdc_op") != "d")
-        rows = fresh.rows.where(wanted).drop(apply.IN_TARGET)
+        rows = fresh.rows
+        if not fresh.unread:
+            wanted = F.col(apply.IN_TARGET)
+            if insert:  # a delete of a key the table does not hold leaves only its tombstone
+                wanted = wanted | (F.col("_cdc_op") != "d")
+            rows = rows.where(wanted)
+        rows = rows.drop(apply.IN_TARGET)
         merge_broadcast(self.spark, rows, view, sql, props, count=count)
 
     def _scd2(self, frame: DataFrame, props: dict[str, str], result: TableResult, stats: TableStats) -> None:

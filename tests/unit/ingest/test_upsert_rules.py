@@ -449,6 +449,69 @@ def test_a_batch_newer_than_its_tombstones_reads_them_only_when_it_deletes(
     assert _tombstones(spark, prefix) == [(2, 400)]
 
 
+def test_a_small_batch_above_the_position_ceiling_is_one_merge_without_reading_the_table(
+    spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # every event newer than anything stored, every key listed: the MERGE finds which keys the table holds itself
+    from cdclake.ingest import apply
+
+    reads: list[bool] = []  # per marking: whether it read the table (a spy: the marking itself runs)
+    merges: list[str] = []
+    mark_stale, update_sql = apply.mark_stale, apply.update_sql
+
+    def spy(latest, stored, tombstones, key_columns, **kwargs):  # type: ignore[no-untyped-def]
+        reads.append(stored is not None)
+        return mark_stale(latest, stored, tombstones, key_columns, **kwargs)
+
+    def merge_spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        merges.append(update_sql(*args, **kwargs))
+        return merges[-1]
+
+    monkeypatch.setattr(apply, "mark_stale", spy)
+    monkeypatch.setattr(apply, "update_sql", merge_spy)
+    name = f"lake.{prefix}.inventory.items"
+    for i in range(1, 5):
+        table.create({"id": i, "name": f"n{i}", "qty": i}, lsn=100 + i)
+    ingest(table.take())  # the first batch: appended
+    # an update and a delete of stored keys, a new key, a key created and deleted in the batch, a delete of a key
+    # the table never held, a stored key updated and then deleted in the batch
+    table.update({"id": 1, "name": "n1b", "qty": 10}, lsn=200)
+    table.delete({"id": 2}, lsn=201)
+    table.create({"id": 5, "name": "n5", "qty": 5}, lsn=202)
+    table.create({"id": 6, "name": "n6", "qty": 6}, lsn=203)
+    table.delete({"id": 6}, lsn=204)
+    table.delete({"id": 7}, lsn=205)
+    table.update({"id": 3, "name": "n3b", "qty": 30}, lsn=206)
+    table.delete({"id": 3}, lsn=207)
+    summary = ingest(table.take())
+    assert reads == [False]
+    assert len(merges) == 1 and "WHEN NOT MATCHED" in merges[0]
+    assert rows(spark, prefix) == [(1, "n1b", 10), (4, "n4", 4), (5, "n5", 5)]
+    result = summary.tables[name]
+    # one event applied per key (latest per key), none stale; deletes of keys the table did not hold count as applied
+    assert result["applied_by_op"] == {"c": 1, "u": 1, "d": 4} and result["skipped"] == 0
+    assert _tombstones(spark, prefix) == [(2, 201), (3, 207), (6, 204), (7, 205)]
+    # one commit to the table, with the batch's properties and the new ceiling
+    batch = summary.batch_id
+    commits = [
+        s
+        for (s,) in spark.sql(f"SELECT summary FROM {name}.snapshots").collect()
+        if batch in (s.get("cdc.batch-id"), s.get("cdc.partial-of"))
+    ]
+    assert len(commits) == 1 and commits[0]["cdc.batch-id"] == batch
+    assert tables.position_ceiling(spark, name)[0] == 207
+    # late events of the same keys, older than what is stored: below the ceiling, so the batch is marked by the
+    # stored positions and tombstones, and every event is stale
+    table.update({"id": 1, "name": "late", "qty": 0}, lsn=150)
+    table.delete({"id": 2}, lsn=160)
+    table.create({"id": 5, "name": "late", "qty": 0}, lsn=170)
+    summary = ingest(table.take())
+    assert reads == [False, True]
+    assert rows(spark, prefix) == [(1, "n1b", 10), (4, "n4", 4), (5, "n5", 5)]
+    assert summary.tables[name]["skipped"] == 3 and summary.tables[name]["applied"] == 0
+    assert _tombstones(spark, prefix) == [(2, 201), (3, 207), (6, 204), (7, 205)]
+
+
 def _ceilings(spark: SparkSession, prefix: str) -> tuple[list[int] | None, list[int] | None, list[int]]:
     """The items table's and its tombstones' position ceilings, and the greatest position either stores."""
     name = f"lake.{prefix}.inventory.items"
@@ -468,12 +531,13 @@ def test_a_batch_above_the_position_ceiling_marks_by_keys_and_a_late_event_still
 ) -> None:
     from cdclake.ingest import apply
 
-    # which way each batch marked its events, and what its stored side read (a spy: the marking itself runs)
-    calls: list[tuple[bool, list[str]]] = []
+    # which way each batch marked its events, and what its stored side read, None for no read (a spy: the marking
+    # itself runs)
+    calls: list[tuple[bool, list[str] | None]] = []
     mark_stale = apply.mark_stale
 
     def spy(latest, stored, tombstones, key_columns, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append((kwargs.get("newer", False), stored.columns))
+        calls.append((kwargs.get("newer", False), stored.columns if stored is not None else None))
         return mark_stale(latest, stored, tombstones, key_columns, **kwargs)
 
     monkeypatch.setattr(apply, "mark_stale", spy)
@@ -486,7 +550,8 @@ def test_a_batch_above_the_position_ceiling_marks_by_keys_and_a_late_event_still
     table.delete({"id": 2}, lsn=201)
     table.create({"id": 3, "name": "c", "qty": 1}, lsn=202)
     ingest(table.take())
-    assert calls[-1] == (True, ["id"])
+    # a small batch whose keys the scans list: one MERGE, so the marking does not read the table at all
+    assert calls[-1] == (True, None)
     assert rows(spark, prefix) == [(1, "a2", 2), (3, "c", 1)]
     assert _tombstones(spark, prefix) == [(2, 201)]
     # the tombstones' commit carries the ceiling too, the MERGE's and the append's the same

@@ -387,22 +387,38 @@ def test_split_ranges_cut_at_the_widest_gaps() -> None:
     ]
 
 
-def test_key_bounds_cover_many_values_by_ranges() -> None:
+def test_key_bounds_cover_many_values_by_ranges_and_list_them_up_to_a_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     many = [*range(1000, 1000 + apply.KEY_VALUES_MAX), 5_000_000, 5_000_001, 90]
     types = {"id": T.LongType(), "code": T.StringType()}
     codes = [f"c{i:04d}" for i in range(apply.KEY_VALUES_MAX + 1)]
     least, greatest = {"id": 90, "code": codes[0]}, {"id": 5_000_001, "code": codes[-1]}
     bounds = apply.key_bounds(least, greatest, types, {"id": many, "code": codes})
-    assert bounds["id"].values == ()
-    assert bounds["id"].ranges == tuple(
+    id_ranges = tuple(
         (f"CAST({a} AS bigint)", f"CAST({b} AS bigint)")
         for a, b in [(90, 90), (1000, 999 + apply.KEY_VALUES_MAX), (5_000_000, 5_000_001)]
     )
-    assert apply.key_range_sql(bounds, "t").startswith(
+    # more values than Iceberg checks against file metrics: ranges skip the files, the list narrows the rows
+    assert bounds["id"].ranges == id_ranges
+    assert bounds["id"].values == tuple(sorted(f"CAST({v} AS bigint)" for v in many))
+    sql = apply.key_range_sql(bounds, "t")
+    assert sql.startswith(
         "(t.`id` BETWEEN CAST(90 AS bigint) AND CAST(90 AS bigint) OR t.`id` BETWEEN CAST(1000 AS bigint) AND "
     )
-    # strings have no gap to split at: too many of them keep the one range
+    assert ") AND t.`id` IN (CAST(1000 AS bigint), " in sql
+    assert apply.lists_every_key(bounds, ("id", "code"))
+    # strings have no gap to split at: the one range, and the list
+    assert bounds["code"] == apply.KeyBound(
+        quote_string(codes[0]), quote_string(codes[-1]), values=tuple(quote_string(c) for c in codes)
+    )
+    assert f"`code` BETWEEN 'c0000' AND {quote_string(codes[-1])} AND `code` IN ('c0000', " in apply.key_range_sql(
+        bounds
+    )
+    # above the list's limit: the ranges (or the one range) alone
+    monkeypatch.setattr(apply, "KEY_LIST_MAX", apply.KEY_VALUES_MAX)
+    bounds = apply.key_bounds(least, greatest, types, {"id": many, "code": codes})
+    assert bounds["id"] == apply.KeyBound("CAST(90 AS bigint)", "CAST(5000001 AS bigint)", ranges=id_ranges)
     assert bounds["code"] == apply.KeyBound(quote_string(codes[0]), quote_string(codes[-1]))
+    assert not apply.lists_every_key(bounds, ("id",))
     assert apply.key_range_sql(bounds).endswith(f"`code` BETWEEN 'c0000' AND {quote_string(codes[-1])}")
 
 

@@ -40,13 +40,17 @@ KEY_VALUES_MAX = 200
 #: Above :data:`KEY_VALUES_MAX` values, a key column of an ordered numeric or date type is bounded by up to this
 #: many ranges, split at the widest gaps between its values.
 KEY_RANGES_MAX = 16
+#: Above :data:`KEY_VALUES_MAX` and up to this many values, a key column's bound lists them beside its ranges: the
+#: ranges skip files, the list (a hash set in Spark's generated code) leaves only the batch's keys' rows of what the
+#: scan reads.
+KEY_LIST_MAX = 10_000
 
 
 @dataclass(frozen=True)
 class KeyBound:
     """What a batch's keys say about one key column, as SQL literals (see :func:`key_bounds`): its least and
-    greatest value and, when the batch's values were collected, either all of them (distinct, in the order of
-    their text) or ranges that cover them."""
+    greatest value and, when the batch's values were collected, all of them (distinct, in the order of their text),
+    ranges that cover them, or both."""
 
     least: str
     greatest: str
@@ -54,13 +58,16 @@ class KeyBound:
     ranges: tuple[tuple[str, str], ...] = ()
 
     def sql(self, column: str) -> str:
-        """``column IN (values)``, else ``(column BETWEEN lo AND hi OR ...)`` over the ranges, else ``column BETWEEN
-        least AND greatest``."""
-        if self.values:
-            return f"{column} IN ({', '.join(self.values)})"
+        """``column IN (values)`` for up to :data:`KEY_VALUES_MAX` values; else ``(column BETWEEN lo AND hi OR
+        ...)`` over the ranges, or ``column BETWEEN least AND greatest``, and ``AND column IN (values)`` when listed."""
+        listed = f"{column} IN ({', '.join(self.values)})" if self.values else ""
+        if listed and len(self.values) <= KEY_VALUES_MAX:
+            return listed
         if len(self.ranges) > 1:
-            return "(" + " OR ".join(f"{column} BETWEEN {lo} AND {hi}" for lo, hi in self.ranges) + ")"
-        return f"{column} BETWEEN {self.least} AND {self.greatest}"
+            span = "(" + " OR ".join(f"{column} BETWEEN {lo} AND {hi}" for lo, hi in self.ranges) + ")"
+        else:
+            span = f"{column} BETWEEN {self.least} AND {self.greatest}"
+        return f"{span} AND {listed}" if listed else span
 
 
 #: The bound of each key column the scans of a batch can be narrowed by (see :func:`key_bounds`).
@@ -115,8 +122,9 @@ def key_bounds(
     the table changes no match, and lets Iceberg skip the data files whose partition or column metrics exclude
     them. A range skips the files outside it; up to :data:`KEY_VALUES_MAX` values are listed, which also skips
     the buckets and the files between them; more values of an integer, date or decimal column are covered by up to
-    :data:`KEY_RANGES_MAX` ranges (:func:`split_ranges`), which skips the files in the gaps between them. A column
-    keeps its one range when one of its values has no literal (a null).
+    :data:`KEY_RANGES_MAX` ranges (:func:`split_ranges`), which skips the files in the gaps between them, and up to
+    :data:`KEY_LIST_MAX` of them are listed beside the ranges (or the one range of another type), which leaves only
+    their rows of what the scan reads. A column keeps its one range when one of its values has no literal (a null).
     """
     out = {}
     for name, data_type in key_types.items():
@@ -129,11 +137,10 @@ def key_bounds(
             out[name] = KeyBound(lo, hi)
         elif len(written) <= KEY_VALUES_MAX:
             out[name] = KeyBound(lo, hi, values=tuple(sorted(written.values())))
-        elif isinstance(data_type, _SPACED):
-            spans = split_ranges(sorted(written), KEY_RANGES_MAX)
-            out[name] = KeyBound(lo, hi, ranges=tuple((written[a], written[b]) for a, b in spans))
         else:
-            out[name] = KeyBound(lo, hi)
+            listed = tuple(sorted(written.values())) if len(written) <= KEY_LIST_MAX else ()
+            spans = split_ranges(sorted(written), KEY_RANGES_MAX) if isinstance(data_type, _SPACED) else []
+            out[name] = KeyBound(lo, hi, values=listed, ranges=tuple((written[a], written[b]) for a, b in spans))
     return out
 
 

@@ -259,7 +259,7 @@ def test_a_redo_after_the_tombstones_committed_still_deletes_the_row(
     assert ingest([]).status == "no-new-records"
 
 
-@pytest.mark.parametrize("narrowed_by", ["values", "ranges", "range"])
+@pytest.mark.parametrize("narrowed_by", ["values", "listed-ranges", "ranges", "range"])
 def test_stored_keys_at_the_bounds_of_a_batch_key_range_are_matched(
     spark: SparkSession,
     prefix: str,
@@ -269,11 +269,14 @@ def test_stored_keys_at_the_bounds_of_a_batch_key_range_are_matched(
     narrowed_by: str,
 ) -> None:
     # the applier narrows the table's and the tombstones' scans to the batch's key values (a small batch), to
-    # ranges that cover them (more values), or to their range (a batch too large to collect them): keys at the
-    # ends of each must still match, keys outside stay as they are
-    if narrowed_by == "ranges":  # two values or more: two ranges, split at the widest gap
+    # ranges that cover them and the values (more values), to the ranges alone (more than it lists), or to their
+    # range (a batch too large to collect them): keys at the ends of each must still match, keys outside stay as
+    # they are
+    if narrowed_by in ("listed-ranges", "ranges"):  # two values or more: two ranges, split at the widest gap
         monkeypatch.setattr("cdclake.ingest.apply.KEY_VALUES_MAX", 1)
         monkeypatch.setattr("cdclake.ingest.apply.KEY_RANGES_MAX", 2)
+    if narrowed_by == "ranges":
+        monkeypatch.setattr("cdclake.ingest.apply.KEY_LIST_MAX", 1)
     elif narrowed_by == "range":
         monkeypatch.setattr("cdclake.ingest.tables.KEY_VALUES_MAX_RECORDS", 0)
     for i in range(1, 6):

@@ -447,7 +447,8 @@ class TableApplier:
         ]
         # the fresh deletes of keys that already have a tombstone: theirs is advanced by a MERGE, the others' appended
         tallies.append(F.expr(f"count_if(_cdc_op = 'd' AND NOT {apply.STALE} AND {apply.TOMBSTONED}) AS redeleted"))
-        small = sum(stats.events.values()) <= LOCAL_SOURCE_MAX_ROWS
+        events_n = sum(stats.events.values())
+        small = events_n <= LOCAL_SOURCE_MAX_ROWS
         first_batch = self._never_written(stored_props) and self._never_written(self._properties(self.tombstones))
         if first_batch:
             # a table's first batch (its initial snapshot, typically the largest): nothing stored, nothing
@@ -459,19 +460,14 @@ class TableApplier:
             unread = False
         else:
             bounds = self._key_bounds(stats, latest.schema)
+            listed = apply.lists_every_key(bounds, keys)
             # every event newer than everything stored, and few enough of them, their keys listed, for one MERGE:
             # it updates, deletes or inserts each key whether the table holds it or not, so the marking does not
             # read the table (only the tombstones, for the batch's deletes)
-            unread = (
-                newer
-                and small
-                and apply.lists_every_key(bounds, keys)
-                and sum(stats.events.values()) <= ONE_MERGE_MAX_ROWS
-                and not splits_writes()
-            )
+            unread = newer and small and listed and events_n <= ONE_MERGE_MAX_ROWS and not splits_writes()
             # the batch's keys narrow the stored positions before the join when they fit in a broadcast, unless
             # the bounds list every key column's values: the scans' filters then leave only those keys' rows
-            narrow = not apply.lists_every_key(bounds, keys) and sum(stats.events.values()) <= BROADCAST_KEYS_MAX_EVENTS
+            narrow = not listed and events_n <= BROADCAST_KEYS_MAX_EVENTS
             batch_keys = self._batch_keys(events, stats) if narrow else None
             stored = None if unread else self._keys_and_positions(self.name, bounds, positions=not newer)
             # with every event newer than every tombstone, the tombstones only tell which of the batch's deletes

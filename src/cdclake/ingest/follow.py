@@ -506,7 +506,12 @@ def follow(
             stop.wait(options.poll_s)
             continue
         seen, last_end = dict(latest), time.monotonic()
-        cut = options.max_records is not None and result.records >= options.max_records and not result.held_everything
+        # cut by the cap (a cut at one timestamp may read fewer records than the cap): more records wait
+        cut = (
+            options.max_records is not None
+            and (result.capped or result.records >= options.max_records)
+            and not result.held_everything
+        )
         held = _held(result)
         report.add(result)
         if on_batch is not None:

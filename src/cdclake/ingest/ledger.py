@@ -12,8 +12,10 @@ query plan and a job each. Each row is its own Iceberg commit.
 Besides the summary JSON (:class:`cdclake.ingest.summary.BatchSummary`), the ``committed`` row carries
 typed columns (:data:`BATCH_COLUMNS`): records and dead letters, the offset range of every topic-partition,
 per table and op the events decoded / held (incomplete transactions) / applied / skipped (stale) /
-quarantined / dead-lettered, transaction counts and seconds per phase. A ledger that lacks one of them
-gets it on first use (:func:`add_missing_columns`).
+quarantined / dead-lettered, transaction counts and seconds per phase. Both rows of a batch its ``max_records``
+cut carry ``capped_at``, the point of the source's order the cap cut it at (:class:`BatchRecord`), so that a
+redo decides its transactions as the interrupted run did. A ledger that lacks one of them gets it on first use
+(:func:`add_missing_columns`).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ BATCH_COLUMNS: tuple[tuple[str, str], ...] = (
     ("tx_mismatched", "BIGINT"),
     ("tx_expired", "BIGINT"),
     ("phase_seconds", "MAP<STRING, DOUBLE>"),
+    ("capped_at", "TIMESTAMP"),
 )
 
 
@@ -91,6 +94,7 @@ def ledger_schema() -> pa.Schema:
         "tx_mismatched": pa.int64(),
         "tx_expired": pa.int64(),
         "phase_seconds": pa.map_(text, pa.float64()),
+        "capped_at": pa.timestamp("us", tz="UTC"),
     }
     return pa.schema(
         [
@@ -109,7 +113,12 @@ def ledger_schema() -> pa.Schema:
 
 @dataclass(frozen=True)
 class BatchRecord:
-    """One row of the ledger."""
+    """One row of the ledger.
+
+    ``capped_at``: for a batch ``max_records`` cut, the Kafka timestamp up to which its capped partitions were
+    read (naive local time, as ``recorded_at``), which the ages of the transactions the cut may leave short are
+    measured up to (:mod:`cdclake.ingest.batch.plan`); None for a batch read to the log's end.
+    """
 
     source: str
     batch_id: str
@@ -118,6 +127,7 @@ class BatchRecord:
     ranges: list[OffsetRange]
     next_offsets: dict[TopicPartition, int]
     recorded_at: datetime | None = None
+    capped_at: datetime | None = None
 
 
 def _offsets_to_json(offsets: dict[TopicPartition, int]) -> str:
@@ -191,7 +201,7 @@ def table_count_rows(tables: Mapping[str, Mapping[str, Any]]) -> list[dict[str, 
 def batch_columns(rec: BatchRecord, summary: Mapping[str, Any] | None) -> dict[str, Any]:
     """Values of the typed :data:`BATCH_COLUMNS` of one ledger row (pure).
 
-    A ``planned`` row (no summary) has only ``offset_ranges`` (without dead letters).
+    A ``planned`` row (no summary) has only ``offset_ranges`` (without dead letters) and ``capped_at``.
     """
     dead = (summary or {}).get("dead_lettered_by_partition") or {}
     offset_ranges = [
@@ -206,7 +216,7 @@ def batch_columns(rec: BatchRecord, summary: Mapping[str, Any] | None) -> dict[s
         for r in sorted(rec.ranges)
     ]
     if summary is None:
-        return {name: None for name, _ in BATCH_COLUMNS} | {"offset_ranges": offset_ranges}
+        return {name: None for name, _ in BATCH_COLUMNS} | {"offset_ranges": offset_ranges, "capped_at": rec.capped_at}
     tx = (summary.get("transactions") or {}).get("counts") or {}
     return {
         "records": int(summary.get("records") or 0),
@@ -218,6 +228,7 @@ def batch_columns(rec: BatchRecord, summary: Mapping[str, Any] | None) -> dict[s
         "tx_mismatched": int(tx.get("mismatched", 0)),
         "tx_expired": int(tx.get("expired", 0)),
         "phase_seconds": {k: float(v) for k, v in (summary.get("phases_s") or {}).items()},
+        "capped_at": rec.capped_at,
     }
 
 
@@ -304,8 +315,11 @@ class BatchLedger:
 
     def _records(self, table: Table, start: int | None) -> list[BatchRecord]:
         """The source's rows, from ``seq`` ``start`` on (all when None), in ``seq`` order."""
-        fields = ("source", "batch_id", "seq", "status", "ranges", "next_offsets", "recorded_at")
-        found = table.scan(row_filter=rows_from(self.source, start), selected_fields=fields).to_arrow()
+        fields = ("source", "batch_id", "seq", "status", "ranges", "next_offsets", "recorded_at", "capped_at")
+        present = {f.name for f in table.schema().fields}
+        found = table.scan(
+            row_filter=rows_from(self.source, start), selected_fields=tuple(f for f in fields if f in present)
+        ).to_arrow()
         return [
             BatchRecord(
                 source=row["source"],
@@ -315,6 +329,7 @@ class BatchLedger:
                 ranges=ranges_from_json(row["ranges"]) if row["ranges"] else [],
                 next_offsets=_offsets_from_json(row["next_offsets"]),
                 recorded_at=lake_rows.local_time(row["recorded_at"]),
+                capped_at=lake_rows.local_time(row.get("capped_at")),
             )
             for row in sorted(found.to_pylist(), key=lambda r: r["seq"])
         ]

@@ -5,6 +5,12 @@ holds that offset (:class:`OffsetGap`: records deleted before they were ingested
 truncated), planning stops with :class:`~cdclake.exceptions.OffsetGapError` unless the run accepts the loss
 for that topic-partition (:class:`GapAcceptance`, ``--accept-gap``); an accepted gap starts at the log start
 and is reported (:class:`AcceptedGap`).
+
+A batch capped by ``max_records`` is cut at one point of the source's order where the records can say where that
+is: at a Kafka timestamp, every partition up to its first record at or after it (:func:`cap_at_time`), so that
+the transaction topic and the data topics end together and a transaction the cap cuts is cut in all of them. The
+batch's ``capped_at`` is that timestamp: the ages of the transactions the cut may leave short are measured up to
+it (:func:`cdclake.ingest.transactions.decide`).
 """
 
 from __future__ import annotations
@@ -12,9 +18,9 @@ from __future__ import annotations
 import getpass
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +31,10 @@ if TYPE_CHECKING:
 
 #: (topic, partition)
 TopicPartition = tuple[str, int]
+
+#: Given a Kafka timestamp (ms since the epoch), each asked topic-partition's first offset whose record's timestamp
+#: is at or after it, or None when no record is (Kafka's ``ListOffsets`` by timestamp).
+OffsetsAt = Callable[[int], Mapping[TopicPartition, int | None]]
 
 #: A Kafka topic name (its legal characters).
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]+")
@@ -221,10 +231,15 @@ class RangePlan:
     Attributes:
         ranges: non-empty ranges, sorted by topic and partition.
         gaps: the accepted gaps, sorted (each starts at its log start).
+        capped: the partitions the cap ended before their log end.
+        capped_at: when the cap cut every partition at one Kafka timestamp (:func:`cap_at_time`), that timestamp
+            (UTC): every record of the capped partitions before it is in the batch, none at or after it.
     """
 
     ranges: list[OffsetRange]
     gaps: list[OffsetGap] = field(default_factory=list)
+    capped: list[TopicPartition] = field(default_factory=list)
+    capped_at: datetime | None = None
 
     def next_offsets(self, committed: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Where the source continues after the batch: each range's end, else an accepted gap's log start (also
@@ -291,6 +306,7 @@ def plan_ranges(
     accept: GapAcceptance | None = None,
     log_bounds: bool = True,
     source: str | None = None,
+    offsets_at: OffsetsAt | None = None,
 ) -> RangePlan:
     """Ranges from the committed offsets (or the earliest available) to the latest, capped.
 
@@ -298,13 +314,16 @@ def plan_ranges(
         committed: next offset to read per partition, from the last committed batch.
         earliest: first available offset per partition (log start).
         latest: end offset per partition (high watermark).
-        max_records: cap on the records of the whole batch. The cap is shared out so that every
-            partition with a backlog advances (at least one record each, then in proportion).
+        max_records: cap on the records of the whole batch. With ``offsets_at``, every partition is cut at one
+            Kafka timestamp (:func:`cap_at_time`); without it, or when the earliest such cut holds more than the
+            cap, the cap is shared out so that every partition with a backlog advances (at least one record
+            each, then in proportion).
         accept: the gaps this run accepts (:func:`find_gaps`): those partitions start at their log start.
         log_bounds: whether ``earliest`` and ``latest`` are the log's own bounds (Kafka). False for records
             read from files, whose first and last offsets say nothing of the log: a committed offset before
             them starts at the first record, and none is a gap.
         source: the source's name, for the error.
+        offsets_at: the log's offsets by timestamp (:data:`OffsetsAt`), where the source can look them up.
 
     Returns:
         Non-empty ranges, sorted by topic and partition, and the accepted gaps. A partition never read
@@ -321,9 +340,61 @@ def plan_ranges(
         start = max(starts.get(tp, earliest.get(tp, 0)), earliest.get(tp, 0))
         if end > start:
             wanted[tp] = (start, end)
+    capped_at = None
     if max_records is not None and sum(e - s for s, e in wanted.values()) > max_records:
-        wanted = _cap(wanted, max(max_records, len(wanted)))
-    return RangePlan(sorted(OffsetRange(t, p, s, e) for (t, p), (s, e) in wanted.items()), gaps)
+        cut = cap_at_time(wanted, max_records, offsets_at) if offsets_at is not None else None
+        if cut is not None:
+            wanted, capped_at = cut
+        else:
+            wanted = _cap(wanted, max(max_records, len(wanted)))
+    ranges = sorted(OffsetRange(t, p, s, e) for (t, p), (s, e) in wanted.items() if e > s)
+    capped = sorted(tp for tp, (_, e) in wanted.items() if e < latest[tp])
+    return RangePlan(ranges, gaps, capped, capped_at)
+
+
+def cap_at_time(
+    wanted: Mapping[TopicPartition, tuple[int, int]], budget: int, offsets_at: OffsetsAt
+) -> tuple[dict[TopicPartition, tuple[int, int]], datetime] | None:
+    """``wanted`` cut at the latest Kafka timestamp where the records before it, over all partitions, are at most
+    ``budget`` (and at least one): each partition ends at its first record at or after that timestamp.
+
+    Debezium's connector task produces a capture's records (data events, BEGIN and END) in the source's order, so
+    their timestamps place every partition's cut at the same point of it: the transaction topic is not read past
+    the data topics' ends (nor they past its), and a transaction the cap cuts is cut in every partition. A binary
+    search over the timestamps (about 40 lookups of ``offsets_at``).
+
+    Returns:
+        The cut ranges (a partition may end at its start) and the timestamp (UTC); None when even the records of
+        the earliest millisecond are more than ``budget`` (or ``offsets_at`` finds no record before the ends).
+    """
+    tps = list(wanted)
+
+    def cut(at_ms: int) -> dict[TopicPartition, tuple[int, int]]:
+        found = offsets_at(at_ms)
+        out = {}
+        for tp in tps:
+            start, end = wanted[tp]
+            offset = found.get(tp)
+            out[tp] = (start, end if offset is None or offset < 0 else min(end, max(start, offset)))
+        return out
+
+    def count(ranges: Mapping[TopicPartition, tuple[int, int]]) -> int:
+        return sum(e - s for s, e in ranges.values())
+
+    # count(cut(t)) grows with t: 0 at the epoch (every record is at or after it), everything past the present
+    lo, hi = 0, int(datetime.now(UTC).timestamp() * 1000) + 1
+    if count(cut(hi)) <= budget:  # records timestamped in the future: read to the end
+        return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if count(cut(mid)) <= budget:
+            lo = mid
+        else:
+            hi = mid
+    best = cut(lo)
+    if count(best) == 0:
+        return None
+    return best, datetime.fromtimestamp(lo / 1000, tz=UTC)
 
 
 def redo_ranges(

@@ -124,13 +124,14 @@ def run_capped_batch(
     """One batch; when the cap alone kept it from applying anything, batches again with the cap doubled.
 
     A transaction larger than ``max_records`` can never complete inside a capped range: without the
-    growth every batch would hold it, and the source would stall until the transaction's age limit.
-    Each held batch is committed to the ledger as it is (no offsets advance), so the growth is exact.
+    growth every batch would hold it, and the source would stall (its age is measured up to the cap's cut,
+    :mod:`cdclake.ingest.batch.plan`, which a held batch does not move). Each held batch is committed to the
+    ledger as it is (no offsets advance), so the growth is exact.
     """
     cap = max_records
     while True:
         result = run_batch(spark, source, records, max_records=cap)
-        if not (result.held_everything and cap is not None and result.records >= cap):
+        if not (result.held_everything and cap is not None and (result.capped or result.records >= cap)):
             return result
         logger.warning(
             "source %s batch %s: a transaction does not fit max_records=%d; batching again with %d",

@@ -14,12 +14,14 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from cdclake.exceptions import ConfigError, RecordSourceError
-from cdclake.ingest.offsets import OffsetRange, TopicPartition, within
+from cdclake.ingest.offsets import OffsetRange, OffsetsAt, TopicPartition, within
 from cdclake.spark import temporary_conf
 
 if TYPE_CHECKING:
@@ -60,6 +62,24 @@ class RecordSource(abc.ABC):
         """A sampler of ``ranges`` for the decoder's discovery that reads the source itself, where that is
         cheaper than a pass; None otherwise (the job then samples its cached records, :class:`FrameSampler`)."""
         return None
+
+    @contextmanager
+    def offsets_by_time(self, partitions: Sequence[TopicPartition]) -> Iterator[OffsetsAt | None]:
+        """While open, the log's offsets by timestamp of ``partitions`` (:data:`~cdclake.ingest.offsets.OffsetsAt`),
+        for a capped batch's cut (:func:`~cdclake.ingest.offsets.cap_at_time`); None where the source cannot look
+        them up (records in files or frames)."""
+        yield None
+
+    def last_timestamp(self, spark: SparkSession, ranges: Sequence[OffsetRange]) -> datetime | None:
+        """The earliest of the Kafka timestamps of the last records of ``ranges`` (aware UTC; None when none
+        has one)."""
+        from pyspark.sql import functions as F
+
+        last = [OffsetRange(r.topic, r.partition, r.end - 1, r.end) for r in ranges if r.end > r.start]
+        if not last:
+            return None
+        found = self.read(spark, last, headers=False).agg(F.min("timestamp").alias("ts")).collect()[0]["ts"]
+        return None if found is None else found.astimezone()
 
 
 def source_topic_patterns(topic_prefix: str) -> list[str]:
@@ -153,6 +173,50 @@ class KafkaRecordSource(RecordSource):
 
     def sampler(self, spark: SparkSession, ranges: Sequence[OffsetRange]) -> RecordSampler:
         return KafkaSampler(self, spark, ranges)
+
+    @contextmanager
+    def offsets_by_time(
+        self, partitions: Sequence[TopicPartition], timeout_s: float = 15.0
+    ) -> Iterator[OffsetsAt | None]:
+        """One consumer's ``offsets_for_times`` lookups (see :meth:`RecordSource.offsets_by_time`).
+
+        Raises:
+            RecordSourceError: a lookup fails (the message names the partitions and the timestamp).
+        """
+        from confluent_kafka import TopicPartition as CTP
+
+        consumer = None  # opened by the first lookup: a batch the cap does not cut makes none
+
+        def offsets_at(at_ms: int) -> dict[TopicPartition, int | None]:
+            nonlocal consumer
+            if consumer is None:
+                consumer = self._consumer()
+            try:
+                found = consumer.offsets_for_times([CTP(t, p, at_ms) for t, p in partitions], timeout=timeout_s)
+            except Exception as exc:  # noqa: BLE001 - KafkaException
+                raise RecordSourceError(
+                    f"cannot look up the offsets at timestamp {at_ms} of {sorted(partitions)} on Kafka "
+                    f"{self.bootstrap}: {exc}"
+                ) from exc
+            for f in found:
+                if f.error is not None:
+                    raise RecordSourceError(
+                        f"cannot look up the offset at timestamp {at_ms} of {f.topic}/{f.partition} on Kafka "
+                        f"{self.bootstrap}: {f.error}"
+                    )
+            return {(f.topic, f.partition): (f.offset if f.offset >= 0 else None) for f in found}
+
+        try:
+            yield offsets_at
+        finally:
+            if consumer is not None:
+                consumer.close()
+
+    def last_timestamp(self, spark: SparkSession, ranges: Sequence[OffsetRange]) -> datetime | None:
+        """Read by the driver (:meth:`fetch`), without a Spark job."""
+        points = [(r.topic, r.partition, r.end - 1) for r in ranges if r.end > r.start]
+        stamps = [row[5] for row in self.fetch(points) if row[5] is not None]
+        return min(stamps, default=None)  # type: ignore[type-var]
 
     def fetch(self, points: Sequence[tuple[str, int, int]], timeout_s: float = 10.0) -> list[tuple[object, ...]]:
         """The records at these ``(topic, partition, offset)`` points, read by the driver itself: one row per distinct

@@ -159,6 +159,8 @@ class BatchSummary:
     transactions: dict[str, Any] = field(default_factory=dict)
 
     held_everything: bool = False
+    #: whether ``max_records`` cut the batch short of a partition's end (a time cut may read fewer records than it)
+    capped: bool = False
     schema_problems: list[str] = field(default_factory=list)
     schema_cuts: dict[str, str] = field(default_factory=dict)
     #: how the decoder found the batch's schema versions: ``sample`` or ``pass`` (see docs/decoding.md)

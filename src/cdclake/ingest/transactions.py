@@ -8,8 +8,10 @@ END) of a transaction that is not complete, repeatedly until no complete transac
 cut, and nothing at or after a cut is applied or committed; the next batch starts at the cuts.
 
 A transaction that stays incomplete longer than ``max_incomplete_age`` (measured from its first
-record's Kafka timestamp to the batch's planning time, so a redo decides the same way) is applied as
-it is and reported as ``expired`` instead of stalling the source forever. An END whose count is
+record's Kafka timestamp to the batch's planning time, or, for one a batch's ``max_records`` cut may
+leave short, to the point of the source's order the cut is at, whose later records may still complete
+it (:func:`decide`); both kept in the ledger, so a redo decides the same way) is applied as it is and
+reported as ``expired`` instead of stalling the source forever. An END whose count is
 exceeded, or that is still short when the transaction expires, is ``mismatched``. Measured on the
 wall clock, every incomplete transaction of a capture older than ``max_incomplete_age`` expires when
 it is replayed; inside :func:`record_clock` "now" is the batch's latest record instead, so a capture
@@ -798,6 +800,7 @@ def decide(
     applied_before: Callable[[Sequence[str]], Collection[str]] | None = None,
     lost: Sequence[LostRecords] = (),
     settled: Settled | None = None,
+    capped_at: datetime | None = None,
 ) -> TxPlan:
     """Statuses and partition cuts (pure when ``on_record_clock`` is given and ``applied_before`` is).
 
@@ -815,6 +818,11 @@ def decide(
             some, ``infos`` holds all of them, :func:`gather` with ``settle=False``).
         settled: the transactions of the batch not in ``infos``, complete or empty by their own records
             (from :func:`gather`); those after a cut are held, and move to the plan's ``transactions``.
+        capped_at: for a batch ``max_records`` cut, the Kafka timestamp up to which it read every partition the
+            cap cut (:mod:`cdclake.ingest.batch.plan`). A transaction whose records may go on past it (its END
+            not in the batch, or at or after it) is aged up to it instead of ``now``: the records after the cut
+            may complete it. One whose END is before it has every event before it too (Debezium writes a
+            transaction's events before its END), so the batch holds all it will ever have: aged up to ``now``.
     """
     infos = dict(infos)
     if _RECORD_CLOCK.get() if on_record_clock is None else on_record_clock:
@@ -839,7 +847,7 @@ def decide(
             tx.status = TxStatus.COMPLETE if tx.end_seen else TxStatus.EXPIRED
         elif _lost_in_gap(tx, infos, lost):
             tx.status = TxStatus.GAP
-        elif tx.first_ts is not None and now - tx.first_ts > max_incomplete_age:
+        elif tx.first_ts is not None and _aged_to(tx, now, capped_at) - tx.first_ts > max_incomplete_age:
             tx.status = TxStatus.MISMATCHED if tx.end_seen else TxStatus.EXPIRED
     cuts: dict[TopicPartition, int] = {}
     if not enabled:
@@ -861,6 +869,15 @@ def decide(
                 tx.status = TxStatus.HELD
                 changed = True
     return TxPlan(infos, cuts, enabled, settled)
+
+
+def _aged_to(tx: TxInfo, now: datetime, capped_at: datetime | None) -> datetime:
+    """What ``tx``'s age is measured up to (see ``capped_at`` of :func:`decide`)."""
+    if capped_at is None or capped_at >= now:
+        return now
+    if tx.end_seen and tx.last_ts is not None and tx.last_ts < capped_at:
+        return now
+    return capped_at
 
 
 def _own_status(tx: TxInfo) -> TxStatus:

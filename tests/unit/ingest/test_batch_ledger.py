@@ -1,6 +1,9 @@
-"""The ledger's typed columns: a ledger from before them is evolved in place, and committed rows carry them."""
+"""The ledger's typed columns: a ledger from before them is evolved in place, and committed rows carry them; a
+capped batch's rows carry the point its cap cut it at, which a redo reads back."""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 import pytest
 from pyspark.sql import SparkSession
@@ -34,8 +37,12 @@ def test_an_old_ledger_gets_the_typed_columns_and_committed_rows_fill_them(spark
     assert spark.table(old).schema == spark.table(fresh).schema  # evolved in place = created today
 
     items = "pg.inventory.items"
-    rec = BatchRecord("pg", "b1", 2, PLANNED, [OffsetRange(items, 0, 0, 5)], {(items, 0): 5})
+    capped_at = datetime(2026, 1, 1, 12, 0, 0, 250000)  # naive local time, as the job's timestamps
+    rec = BatchRecord("pg", "b1", 2, PLANNED, [OffsetRange(items, 0, 0, 5)], {(items, 0): 5}, capped_at=capped_at)
     ledger.append(rec)
+    # an interrupted batch is redone with the point its cap cut it at
+    _, pending = ledger.last()
+    assert pending is not None and (pending.batch_id, pending.capped_at) == ("b1", capped_at)
     summary = {
         "records": 5,
         "dead_lettered": 1,
@@ -51,7 +58,7 @@ def test_an_old_ledger_gets_the_typed_columns_and_committed_rows_fill_them(spark
         "transactions": {"counts": {"complete": 1, "held": 1, "mismatched": 0, "expired": 0}},
         "phases_s": {"apply": 1.5},
     }
-    ledger.append(BatchRecord("pg", "b1", 2, COMMITTED, rec.ranges, {(items, 0): 4}), summary)
+    ledger.append(BatchRecord("pg", "b1", 2, COMMITTED, rec.ranges, {(items, 0): 4}, capped_at=capped_at), summary)
 
     got = {
         (r["batch_id"], r["status"]): r.asDict(recursive=True)
@@ -62,6 +69,7 @@ def test_an_old_ledger_gets_the_typed_columns_and_committed_rows_fill_them(spark
     }
     planned_range = {"topic": items, "partition": 0, "start_offset": 0, "end_offset": 5, "next_offset": 5}
     assert got[("b1", "planned")]["offset_ranges"] == [planned_range | {"dead_lettered": None}]
+    assert got[("b1", "planned")]["capped_at"] == capped_at
     # no counts on a planned row (pyiceberg writes a null list of structs as an empty one)
     assert not got[("b1", "planned")]["table_counts"]
     committed = got[("b1", "committed")]
@@ -100,6 +108,7 @@ def test_an_old_ledger_gets_the_typed_columns_and_committed_rows_fill_them(spark
         "tx_mismatched": 0,
         "tx_expired": 0,
         "phase_seconds": {"apply": 1.5},
+        "capped_at": capped_at,
     }
     last, pending = ledger.last()
     assert last is not None and (last.batch_id, last.next_offsets, pending) == ("b1", {(items, 0): 4}, None)

@@ -110,6 +110,7 @@ class ScriptedBatches:
             records=spec.get("records", 10),
             transactions={"counts": {"held": spec.get("held", 0)}},
             held_everything=spec.get("held_everything", False),
+            capped=spec.get("capped", False),
         )
 
 
@@ -151,15 +152,19 @@ def test_it_batches_when_records_arrive_holding_the_lock_and_stops_after_max_bat
 
 def test_a_cut_batch_is_followed_at_once_and_a_held_one_after_hold_retry(catalog: Any) -> None:
     records = ScriptedRecords([5])  # nothing new after the first look
-    batches = ScriptedBatches(catalog, [{"records": 4}, {"records": 2, "held": 1}, {"records": 0}])
+    batches = ScriptedBatches(
+        catalog, [{"records": 3, "capped": True}, {"records": 4}, {"records": 2, "held": 1}, {"records": 0}]
+    )
     report = _follow(
         catalog,
         records,
         batches,
-        options=FollowOptions(poll_s=0.01, max_batches=3, max_records=4, hold_retry_s=0.2),
+        options=FollowOptions(poll_s=0.01, max_batches=4, max_records=4, hold_retry_s=0.2, run_for_s=10),
     )
-    assert report.batches == 3  # 4 records = the cap: again at once; then one held: again after 0.2 s
-    assert records.looks >= 3 + int(0.2 / 0.01) // 2
+    # cut by the cap at one timestamp (3 records): again at once; 4 records = the cap: again at once; then one
+    # held: again after 0.2 s
+    assert report.batches == 4
+    assert records.looks >= 4 + int(0.2 / 0.01) // 2
 
 
 def test_a_stop_during_a_batch_ends_the_follower_after_that_batch(catalog: Any) -> None:

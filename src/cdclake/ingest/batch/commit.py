@@ -43,6 +43,7 @@ def summarise(
         redo=plan.redo,
         transactions=tx.summary(),
         held_everything=tx.held_everything,
+        capped=plan.capped,
         schema_problems=audited.schema_problems,
         schema_cuts=dict(decoded.batch.schema_cut_reasons),
         discovery=decoded.batch.discovery,
@@ -55,7 +56,9 @@ def commit_batch(ctx: BatchContext, plan: BatchPlan, tx: TxDecision, summary: Ba
     """Append the COMMITTED row (with the summary) to the ledger."""
     crash_point("before-commit")
     with ctx.timed("commit"):
-        record = BatchRecord(ctx.name, plan.batch_id, plan.seq, COMMITTED, plan.ranges, tx.next_offsets)
+        record = BatchRecord(
+            ctx.name, plan.batch_id, plan.seq, COMMITTED, plan.ranges, tx.next_offsets, capped_at=plan.capped_at
+        )
         ctx.ledger.append(record, summary.as_dict())
     crash_point("after-commit")
     return summary

@@ -4,6 +4,13 @@ A batch interrupted earlier (PLANNED but never COMMITTED) is redone with the sam
 batch runs from the committed ``next_offsets`` to the source's current end (at most ``max_records``), and
 its PLANNED row is committed in the background while the batch is read and decoded.
 
+A batch the cap cuts is read up to a point of the source's order, ``capped_at``: the Kafka timestamp every
+partition is cut at (:func:`~cdclake.ingest.offsets.cap_at_time`), or, where the source cannot cut by time or the
+records of one millisecond exceed the cap (the cap then shared out in proportion), the earliest timestamp of the
+capped partitions' last records. The ages of the transactions the cut may leave short are measured up to it
+(never past the planning time; :func:`~cdclake.ingest.transactions.decide`): records after the cut may still
+complete such a transaction, however old it is, so it is held, not expired. The PLANNED row keeps it for a redo.
+
 Kafka's log must still hold the offsets the batch starts from: a gap (records deleted before they were
 ingested, a topic re-created or truncated) stops the batch before anything is read, unless the run accepts it
 (:class:`~cdclake.ingest.offsets.GapAcceptance`); see :mod:`cdclake.ingest.offsets`.
@@ -30,6 +37,7 @@ from cdclake.ingest.offsets import (
     redo_ranges,
 )
 from cdclake.ingest.quarantine import QuarantineState, ReleaseAction, read_states
+from cdclake.lake import rows as lake_rows
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +56,10 @@ class BatchPlan:
         planned_at: when the batch was planned (set for a redo; after :func:`wait_planned` otherwise).
         accepted_gaps: the gaps the batch starts past, accepted by the run (``--accept-gap``); for a redo, also
             those the interrupted run accepted.
+        capped: whether ``max_records`` cut the batch short of a partition's end (for a redo: whether the
+            interrupted run recorded a ``capped_at``).
+        capped_at: for a batch ``max_records`` cut, the point of the source's order it was read to (module
+            docstring; naive local time, as ``planned_at``); None when every partition is read to its end.
     """
 
     batch_id: str
@@ -60,6 +72,8 @@ class BatchPlan:
     planned: Future[datetime] | None = None
     planned_at: datetime | None = None
     accepted_gaps: tuple[AcceptedGap, ...] = ()
+    capped: bool = False
+    capped_at: datetime | None = None
 
     @property
     def releases(self) -> list[QuarantineState]:
@@ -126,9 +140,15 @@ def _plan(ctx: BatchContext, max_records: int | None, accept: GapAcceptance) -> 
             quarantined=quarantined,
             planned_at=planned_at,
             accepted_gaps=tuple(AcceptedGap(g, None, planned_at.astimezone(UTC)) for g in earlier) + gaps,
+            capped=pending.capped_at is not None,
+            capped_at=pending.capped_at,
         )
     earliest, latest = ctx.records.watermarks()
-    wanted = plan_ranges(start, earliest, latest, max_records, accept=accept, log_bounds=log_bounds, source=ctx.name)
+    with ctx.records.offsets_by_time(sorted(latest)) as offsets_at:
+        wanted = plan_ranges(
+            start, earliest, latest, max_records, accept=accept, log_bounds=log_bounds, source=ctx.name,
+            offsets_at=offsets_at,
+        )  # fmt: skip
     ranges = wanted.ranges
     if not ranges and not wanted.gaps and not any(s.release is not None for s in quarantined.values()):
         return None
@@ -136,12 +156,38 @@ def _plan(ctx: BatchContext, max_records: int | None, accept: GapAcceptance) -> 
     batch_id = ctx.ledger.new_batch_id()
     seq = (committed.seq + 1) if committed else 1
     next_offsets = wanted.next_offsets(start)
+    capped_at = _capped_at(ctx, wanted)
     # committed in the background while the batch is read and decoded (read-only): it is waited for
     # before the first table commit, and before the error of a failed decoding is raised
-    planned = BACKGROUND.submit(ctx.ledger.append, BatchRecord(ctx.name, batch_id, seq, PLANNED, ranges, next_offsets))
-    return BatchPlan(
-        batch_id, seq, ranges, next_offsets, False, quarantined, latest=latest, planned=planned, accepted_gaps=gaps
+    planned = BACKGROUND.submit(
+        ctx.ledger.append, BatchRecord(ctx.name, batch_id, seq, PLANNED, ranges, next_offsets, capped_at=capped_at)
     )
+    return BatchPlan(
+        batch_id,
+        seq,
+        ranges,
+        next_offsets,
+        False,
+        quarantined,
+        latest=latest,
+        planned=planned,
+        accepted_gaps=gaps,
+        capped=bool(wanted.capped),
+        capped_at=capped_at,
+    )
+
+
+def _capped_at(ctx: BatchContext, wanted: RangePlan) -> datetime | None:
+    """The point of the source's order a capped batch is read to (module docstring), naive local time."""
+    if not wanted.capped:
+        return None
+    at = wanted.capped_at
+    if at is None:
+        capped = set(wanted.capped)
+        at = ctx.records.last_timestamp(ctx.spark, [r for r in wanted.ranges if (r.topic, r.partition) in capped])
+    if at is not None:
+        logger.info("source %s: the cap cuts %s at %s", ctx.name, [f"{t}/{p}" for t, p in wanted.capped], at)
+    return lake_rows.local_time(at)
 
 
 def _accepted(ctx: BatchContext, planned: RangePlan, accept: GapAcceptance) -> tuple[AcceptedGap, ...]:

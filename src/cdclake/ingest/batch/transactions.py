@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from cdclake.ingest.offsets import GapKind, TopicPartition, end_offsets, ranges_to_json
@@ -44,6 +44,8 @@ class TxDecision:
         cuts: per partition, the first offset left to the next batch (transactions held, schema cuts).
         next_offsets: where the next batch starts.
         commit_properties: what every table commit of the batch carries in its snapshot summary.
+        aged_to: what the ages of the transactions the batch's records may still complete were measured up to:
+            the planning time, or the point a cap cut the batch at when earlier (:func:`decide`'s ``capped_at``).
     """
 
     plan: TxPlan
@@ -52,6 +54,7 @@ class TxDecision:
     commit_properties: dict[str, str]
     held_everything: bool
     source_ts: dict[str, str]
+    aged_to: datetime | None = None
 
     def summary(self) -> dict[str, Any]:
         """The ``transactions`` part of the batch summary."""
@@ -63,6 +66,7 @@ class TxDecision:
             "ids": {k: sorted(v)[:50] for k, v in grouped.items() if k not in ("complete", "empty")},
             "cuts": {f"{t}/{p}": off for (t, p), off in sorted(self.plan.cuts.items())},
             "frontier": None if frontier is None else {"tx": frontier.key, "position": frontier.position},
+            "aged_to": None if self.aged_to is None else self.aged_to.astimezone(UTC).isoformat(),
         }
 
 
@@ -92,6 +96,7 @@ def decide_transactions(ctx: BatchContext, plan: BatchPlan, decoded: BatchDecode
             ),
             lost=lost,
             settled=settled,
+            capped_at=plan.capped_at,
         )
         _log_applied_incomplete(ctx, plan, tx_plan)
         cuts = cut_offsets(tx_plan.cuts, decoded.schema_cuts)
@@ -110,6 +115,7 @@ def decide_transactions(ctx: BatchContext, plan: BatchPlan, decoded: BatchDecode
             commit_properties=_commit_properties(ctx.name, plan, tx_plan),
             held_everything=bool(cuts) and all(cuts.get((r.topic, r.partition), r.end) <= r.start for r in plan.ranges),
             source_ts=_source_ts_range([s for s in stats.values() if s is not None]),
+            aged_to=plan.planned_at if plan.capped_at is None else min(plan.planned_at, plan.capped_at),
         )
 
 

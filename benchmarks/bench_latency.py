@@ -106,15 +106,18 @@ def batches(lines: list[tuple[float, str]], since: float) -> list[tuple[float, d
     return out
 
 
-def drained(lines: list[tuple[float, str]], since: float) -> bool:
-    """The follower read all there was: a batch committed after ``since``, or its report that there were no new
-    records (topics with nothing to drain), and no batch in the last 10 s (the follower polls every second)."""
-    done = batches(lines, since)
+def drained(lines: list[tuple[float, str]], since: float, ends: dict[tuple[str, int], int]) -> bool:
+    """The follower read all there was when it started: the ranges of its batches after ``since`` reach ``ends``
+    (the source topics' end offsets then), or it reported no new records (topics with nothing to drain)."""
+    reached: dict[tuple[str, int], int] = {}
+    for _, summary in batches(lines, since):
+        for topic, parts in (summary.get("offsets") or {}).items():
+            for partition, (_, end) in parts.items():
+                reached[(topic, int(partition))] = max(reached.get((topic, int(partition)), 0), end)
     idle = any(
         at > since and line.startswith("{") and json.loads(line).get("status") == "no-new-records" for at, line in lines
     )
-    last = done[-1][0] if done else since
-    return (bool(done) or idle) and time.monotonic() - last > 10
+    return idle or all(reached.get(tp, 0) >= end for tp, end in ends.items())
 
 
 def in_kafka(bootstrap: str, topic: str, start: int, keys: set[int], timeout_s: float = 120.0) -> dict[int, float]:
@@ -249,7 +252,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    from cdclake.ingest.sources import KafkaRecordSource
+    from cdclake.ingest.sources import KafkaRecordSource, source_topic_patterns
     from cdclake.lake import LakeConfig
     from cdclake.lake.names import catalog_identifier, spec_table_identifier
 
@@ -274,8 +277,12 @@ def main() -> None:
 
     threading.Thread(target=read, daemon=True).start()
     t0 = time.monotonic()
-    while not drained(lines, t0):  # the topics' backlog
-        if follower.poll() is not None or time.monotonic() - t0 > 600:
+    earliest, backlog = KafkaRecordSource(
+        spec.kafka_bootstrap_servers, source_topic_patterns(spec.topic_prefix)
+    ).watermarks()
+    backlog = {tp: end for tp, end in backlog.items() if end > earliest.get(tp, 0)}
+    while not drained(lines, t0, backlog):  # the topics' backlog
+        if follower.poll() is not None or time.monotonic() - t0 > 1800:
             raise SystemExit("the follower did not drain the backlog:\n" + "\n".join(line for _, line in lines))
         time.sleep(0.5)
     print(f"backlog drained after {time.monotonic() - t0:.1f} s ({len(lines)} lines)", flush=True)

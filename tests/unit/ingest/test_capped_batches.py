@@ -3,12 +3,13 @@
 * planning (pure): a cap cuts every partition at one Kafka timestamp where the log can be looked up by time, so
   the transaction topic ends where the data topics do; without that lookup (or when one millisecond holds more
   records than the cap) it is shared out in proportion;
-* ages: a capped batch measures transaction ages up to the point its cap cut it at, not to the wall clock, so a
-  transaction the cut leaves short is held even when the backlog is days old (records after the cut may still
-  complete it), while one still short at the log's end expires as before;
+* ages: a capped batch measures the age of a transaction its cut may leave short up to the point its cap cut it
+  at, not to the wall clock, so it is held even when the backlog is days old (records after the cut may still
+  complete it), while one whose END is before the cut, or one still short at the log's end, is judged as before;
 * a two-day-old backlog of many one-event transactions then a few large two-table ones, drained live with a cap
   (the records' transaction topic is proportionally far ahead of the data topics): after every batch each
-  transaction is in the lake whole or not at all, none is expired, and the lake ends as the source.
+  transaction is in the lake whole or not at all, none is expired, and the lake ends as the source;
+* a capped batch that crashed after a table's commit is redone with the point of its cut, read from the ledger.
 """
 
 from __future__ import annotations
@@ -197,4 +198,47 @@ def test_a_capped_drain_of_an_old_backlog_applies_every_transaction_whole(
         assert summary.transactions["aged_to"] is not None
         assert len(batches) < 30
     assert len(batches) > 3
+    assert _applied(spark, prefix) == Counter(sizes)
+
+
+class _Crash(Exception):
+    pass
+
+
+@pytest.mark.spark
+def test_a_capped_batch_interrupted_after_a_table_commit_is_redone_with_its_cut(
+    spark: SparkSession, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first capped batch of the old backlog crashes after its first table's commit. Its redo (whatever cap the
+    rerun has) reads the point its cut was at from the ledger's planned row and holds the same transactions, so
+    the table it commits agrees with the one committed before the crash; measured on the wall clock, the redo
+    would expire them and apply part of a transaction."""
+    import cdclake.ingest.batch.apply as batch_apply
+    from cdclake.ingest.batch import run_batch
+
+    records, sizes = _backlog(monkeypatch, prefix)
+    source = SourceConfig(name=prefix, topic_prefix=prefix)
+    frame = records_from_dicts(spark, records)
+
+    def crash(point: str) -> None:
+        if point == "table:1":
+            raise _Crash(point)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(batch_apply, "crash_point", crash)
+        with pytest.raises(_Crash):
+            run_batch(spark, source, FrameRecordSource(frame, source_topic_patterns(prefix)), max_records=60)
+    planned = spark.sql(
+        f"SELECT batch_id, capped_at FROM lake.cdc_audit.batches WHERE source = '{prefix}' AND status = 'planned'"
+    ).collect()
+    assert len(planned) == 1 and planned[0]["capped_at"] is not None
+    redo = run_batch(spark, source, FrameRecordSource(frame, source_topic_patterns(prefix)), max_records=None)
+    assert redo.redo and redo.batch_id == planned[0]["batch_id"]
+    counts = redo.transactions["counts"]
+    assert counts["held"] > 0 and counts.get("expired", 0) == counts.get("mismatched", 0) == 0, counts
+    assert datetime.fromisoformat(redo.transactions["aged_to"]) == planned[0]["capped_at"].astimezone(UTC)
+    torn = {n: (got, sizes[n]) for n, got in _applied(spark, prefix).items() if got != sizes[n]}
+    assert not torn, torn
+    while run_capped_batch(spark, source, FrameRecordSource(frame, source_topic_patterns(prefix)), 60).batch_id:
+        pass
     assert _applied(spark, prefix) == Counter(sizes)

@@ -143,7 +143,7 @@ def ingest(
     spec: str = typer.Option(..., "--spec", "-s", help="Connector spec name (include/connectors/NAME.yaml) or path."),
     max_records: Optional[int] = typer.Option(  # noqa: UP045
         None,
-        help="Cap on the records of this batch (with --follow: of each batch; default 1000000, 0 for no cap).",
+        help="Cap on the records of this batch (with --follow: of each batch; default 500000, 0 for no cap).",
     ),
     lake: Optional[Path] = typer.Option(None, help="Embedded lake directory [env CDC_LAKE_DIR; .lake/]"),  # noqa: UP045
     bootstrap: Optional[str] = typer.Option(None, help="Kafka bootstrap servers [default: from the spec]"),  # noqa: UP045

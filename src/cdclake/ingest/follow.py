@@ -64,7 +64,7 @@ COMPACT_EVERY_DEFAULT = 10
 #: A follower's batches hold at most this many records unless told otherwise (``--max-records``; 0: no cap). A
 #: follower started on a large backlog (its first drain) then applies it in batches that each commit, its memory
 #: that of a half-million-record batch: a drain's batches after the first also mark their events against the
-#: stored table, and at the default 900m heap 2 of 3 drains by million-record batches failed on memory in their
+#: stored table, and at the default 900m heap 2 of 4 drains by million-record batches failed on memory in their
 #: 4th or 5th batch, none of 2 by half-million ones (docs/benchmarks.md); a batch of half a million records still
 #: spreads the batch's fixed cost thin (both drained about 30K records/s).
 MAX_RECORDS_DEFAULT = 500_000

@@ -5,7 +5,8 @@
   records than the cap) it is shared out in proportion;
 * ages: a capped batch measures the age of a transaction its cut may leave short up to the point its cap cut it
   at, not to the wall clock, so it is held even when the backlog is days old (records after the cut may still
-  complete it), while one whose END is before the cut, or one still short at the log's end, is judged as before;
+  complete it), while one whose END is before the cut, or one still short at the log's end, is aged up to the
+  planning time;
 * a two-day-old backlog of many one-event transactions then a few large two-table ones, drained live with a cap
   (the records' transaction topic is proportionally far ahead of the data topics): after every batch each
   transaction is in the lake whole or not at all, none is expired, and the lake ends as the source;

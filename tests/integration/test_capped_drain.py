@@ -18,11 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from owned_sources import OwnedSource, assert_lake_equals_source, create_owned_tables, owned_spec, remove_source
+from owned_sources import OwnedSource, assert_lake_equals_source, running_capture
 from pyspark.sql import SparkSession
 
-from cdclake.connect.lifecycle import ensure_connector, wait_running
-from cdclake.demo.database import app_sql, apply_demo_schema
+from cdclake.demo.database import app_sql
 from cdclake.demo.topics import wait_for_records
 from cdclake.ingest.runner import ingest_from_kafka
 from cdclake.lake import LakeConfig
@@ -41,17 +40,8 @@ AGE_S = 2
 
 @pytest.fixture(scope="module")
 def capture(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnedSource]:
-    client = stack.connect_client()
-    apply_demo_schema(stack)
-    src = owned_spec(tmp_path_factory.mktemp("capped-specs"), "postgres", f"capped_{RUN}")
-    try:
-        create_owned_tables(stack, src)
-        ensure_connector(client, src.spec, stack.database_endpoint(src.spec))
-        wait_running(client, src.spec.name)
-        wait_for_records(stack.config.kafka_bootstrap, dict.fromkeys(src.data_topics.values(), 1))
+    with running_capture(stack, tmp_path_factory.mktemp("capped-specs"), "postgres", f"capped_{RUN}") as src:
         yield src
-    finally:
-        remove_source(stack, client, "postgres", src.spec, (src.customers, src.orders))
 
 
 def _write_backlog(stack: Stack, src: OwnedSource) -> dict[int, tuple[int, int]]:

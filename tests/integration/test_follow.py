@@ -31,14 +31,10 @@ from owned_sources import (
     CDCLAKE,
     OwnedSource,
     assert_lake_equals_source,
-    create_owned_tables,
-    owned_spec,
-    remove_source,
+    running_capture,
 )
 
-from cdclake.connect.lifecycle import ensure_connector, wait_running
-from cdclake.demo.database import app_sql, apply_demo_schema
-from cdclake.demo.topics import wait_for_records
+from cdclake.demo.database import app_sql
 from cdclake.demo.workload import run_workload
 from cdclake.lake import LakeConfig
 from cdclake.stack import Stack
@@ -110,17 +106,8 @@ def _pending_batch(src: OwnedSource, lake: Path) -> str | None:
 
 @pytest.fixture(scope="module")
 def capture(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnedSource]:
-    client = stack.connect_client()
-    apply_demo_schema(stack)
-    src = owned_spec(tmp_path_factory.mktemp("follow-specs"), "postgres", f"follow_{RUN}")
-    try:
-        create_owned_tables(stack, src)
-        ensure_connector(client, src.spec, stack.database_endpoint(src.spec))
-        wait_running(client, src.spec.name)
-        wait_for_records(stack.config.kafka_bootstrap, dict.fromkeys(src.data_topics.values(), 1))
+    with running_capture(stack, tmp_path_factory.mktemp("follow-specs"), "postgres", f"follow_{RUN}") as src:
         yield src
-    finally:
-        remove_source(stack, client, "postgres", src.spec, (src.customers, src.orders))
 
 
 def _row_visible_s(stack: Stack, src: OwnedSource, lake: Path, row_id: int, timeout_s: float = 60) -> float:

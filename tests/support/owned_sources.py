@@ -8,7 +8,8 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,10 @@ from typing import Any
 import yaml
 
 from cdclake.connect.client import KafkaConnectClient
+from cdclake.connect.lifecycle import ensure_connector, wait_running
 from cdclake.connectors import ConnectorSpec, load_spec
-from cdclake.demo.database import app_sql
-from cdclake.demo.topics import delete_connector_topics
+from cdclake.demo.database import app_sql, apply_demo_schema
+from cdclake.demo.topics import delete_connector_topics, wait_for_records
 from cdclake.lake import LakeConfig
 from cdclake.stack import Stack
 
@@ -105,6 +107,23 @@ def create_owned_tables(stack: Stack, src: OwnedSource) -> None:
             f"INSERT INTO {src.orders} (id, customer_id, amount, status, ordered_on) "
             "VALUES (1, 1, 10.10, 'new', '2024-01-31')"
         )
+
+
+@contextmanager
+def running_capture(stack: Stack, tmp: Path, which: str, tag: str) -> Iterator[OwnedSource]:
+    """A test-owned capture (:func:`owned_spec`, written under ``tmp``) with its tables, its connector running and
+    its first records in Kafka; removed (:func:`remove_source`) afterwards."""
+    client = stack.connect_client()
+    apply_demo_schema(stack)
+    src = owned_spec(tmp, which, tag)
+    try:
+        create_owned_tables(stack, src)
+        ensure_connector(client, src.spec, stack.database_endpoint(src.spec))
+        wait_running(client, src.spec.name)
+        wait_for_records(stack.config.kafka_bootstrap, dict.fromkeys(src.data_topics.values(), 1))
+        yield src
+    finally:
+        remove_source(stack, client, which, src.spec, (src.customers, src.orders))
 
 
 def remove_source(

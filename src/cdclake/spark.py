@@ -415,18 +415,37 @@ def job_description(spark: SparkSession, text: str) -> Iterator[None]:
 #: The Java error a JVM reports when its heap (or another of its memory areas) is exhausted.
 OUT_OF_MEMORY = "java.lang.OutOfMemoryError"
 
+#: What Spark says, inside a Py4J error's Java text, when the driver's memory ran short without the JVM's own
+#: ``OutOfMemoryError`` reaching the caller, searched after it: the memory manager refusing a task memory
+#: (``SparkOutOfMemoryError``, e.g. ``[UNABLE_TO_ACQUIRE_MEMORY]``), a broadcast join's table that did not fit
+#: while it was built (``notEnoughMemoryToBuildAndBroadcastTableError``, a ``SparkException``), and a task's result
+#: gone from the block manager before the driver read it (``TaskResultLost``; seen on this machine in the same
+#: 1M-event batches at the 900m heap as the broadcast failure, docs/reliability.md).
+SPARK_MEMORY_FAILURES = (
+    "org.apache.spark.memory.SparkOutOfMemoryError",
+    "Not enough memory to build and broadcast the table",
+    "TaskResultLost (result lost from block manager)",
+)
+
 
 def out_of_memory(exc: BaseException) -> str | None:
-    """The first ``java.lang.OutOfMemoryError: ...`` line of ``exc`` or of an exception it was raised from or
-    during (a Py4J error carries the Java stack trace in its text), else None (pure)."""
+    """What ran out of memory, from the text of ``exc`` or of an exception it was raised from or during (a Py4J
+    error carries the Java stack trace in its text): the first ``java.lang.OutOfMemoryError: ...`` line, else the
+    first line naming one of :data:`SPARK_MEMORY_FAILURES` from that name to its first sentence's end; None when
+    neither is there (pure)."""
+    texts: list[str] = []
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        for line in _text(current).splitlines():
-            if OUT_OF_MEMORY in line:
-                return line[line.index(OUT_OF_MEMORY) :].strip()
+        texts.append(_text(current))
         current = current.__cause__ or current.__context__
+    for marker in (OUT_OF_MEMORY, *SPARK_MEMORY_FAILURES):
+        for text in texts:
+            for line in text.splitlines():
+                if marker in line:
+                    found = line[line.index(marker) :].strip()
+                    return found if marker == OUT_OF_MEMORY else found.split(". ", 1)[0].rstrip(".")
     return None
 
 

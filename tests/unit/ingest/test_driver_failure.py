@@ -32,6 +32,40 @@ def test_out_of_memory_is_found_in_the_exception_or_in_one_it_was_raised_during(
     assert out_of_memory(RuntimeError(java)) is None
 
 
+def test_sparks_own_reports_of_the_driver_memory_running_short_are_out_of_memory() -> None:
+    """The Java texts of Py4J errors that a follower's 1M-record batches at the 900m heap raised (copied from those
+    runs' logs: the batches take minutes and need a 3.5M-row table, too much for a test), and of the memory
+    manager's refusal; the Java ``OutOfMemoryError`` wins when both are there."""
+    broadcast = (
+        "An error occurred while calling o6452.localCheckpoint.\n: org.apache.spark.SparkException: Not enough memory "
+        "to build and broadcast the table to all worker nodes. As a workaround, you can either disable broadcast by "
+        "setting spark.sql.autoBroadcastJoinThreshold to -1 or increase the spark driver memory by setting "
+        "spark.driver.memory to a higher value.\n\tat org.apache.spark.sql.errors.QueryExecutionErrors$."
+        "notEnoughMemoryToBuildAndBroadcastTableError(QueryExecutionErrors.scala:2140)"
+    )
+    assert out_of_memory(RuntimeError(broadcast)) == (
+        "Not enough memory to build and broadcast the table to all worker nodes"
+    )
+    lost = (
+        "An error occurred while calling o7374.getResult.\n: org.apache.spark.SparkException: Exception thrown in "
+        "awaitResult:\nCaused by: org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage "
+        "79.0 failed 1 times, most recent failure: Lost task 0.0 in stage 79.0 (TID 201) (localhost executor "
+        "driver): TaskResultLost (result lost from block manager)"
+    )
+    assert out_of_memory(RuntimeError(lost)) == "TaskResultLost (result lost from block manager)"
+    refused = (
+        "Caused by: org.apache.spark.memory.SparkOutOfMemoryError: [UNABLE_TO_ACQUIRE_MEMORY] Unable to acquire "
+        "65536 bytes of memory, got 0. SQLSTATE: 53200"
+    )
+    assert out_of_memory(RuntimeError(refused)) == (
+        "org.apache.spark.memory.SparkOutOfMemoryError: [UNABLE_TO_ACQUIRE_MEMORY] Unable to acquire 65536 bytes of "
+        "memory, got 0"
+    )
+    both = RuntimeError(lost + "\nCaused by: java.lang.OutOfMemoryError: Java heap space")
+    assert out_of_memory(both) == "java.lang.OutOfMemoryError: Java heap space"
+    assert out_of_memory(RuntimeError("Job aborted due to stage failure: Task 0 failed: FetchFailed")) is None
+
+
 def test_an_error_that_cannot_say_what_it_is_does_not_hide_the_driver_failure() -> None:
     """A Py4J error asks its JVM for the Java error's text: once that JVM has exited (killed by its own
     OutOfMemoryError), ``str`` raises; the search reads what the error was raised with instead."""

@@ -477,6 +477,11 @@ def driver_failure(spark: SparkSession, exc: BaseException) -> str | None:
     return None if status is None else f"exited with status {status}"
 
 
+def driver_max_heap(spark: SparkSession) -> int:
+    """The most bytes the session's driver JVM heap may hold (``Runtime.maxMemory``)."""
+    return int(spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory())  # type: ignore[union-attr]
+
+
 def more_heap_advice() -> str:
     """Where to give a driver that ran out of memory more heap, as the errors that report it say."""
     from cdclake.settings import settings

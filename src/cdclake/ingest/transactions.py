@@ -80,6 +80,11 @@ FOLD_MAX_ROWS = 50_000
 #: (with the batch's cache) while it sends them, and the Python driver a part's rows and intermediates; a batch of
 #: 3M events (5.15M rows) read at once ran a 2 GiB heap out of memory (docs/benchmarks.md).
 FACTS_PART_ROWS = 1_000_000
+#: Bytes of the driver's heap per row of a part (:func:`facts_part_rows`): parts of 1M rows ran the default 900m
+#: heap (838.9M to the JVM) out of memory while the driver received their tasks' Arrow results, beside a 1M-record
+#: batch's cache, in some of a follower's drains; parts of up to 500K rows did not (docs/reliability.md). With this,
+#: that heap reads parts of up to 524K rows, and a heap of 1.6 GB (to the JVM) or more parts of 1M.
+FACTS_ROW_HEAP_BYTES = 1_600
 _RECORD_CLOCK: ContextVar[bool] = ContextVar("cdclake_tx_record_clock", default=False)
 
 
@@ -242,16 +247,24 @@ _OFFSET = [
 ]
 
 
+def facts_part_rows(max_heap_bytes: int) -> int:
+    """The most rows :func:`facts` reads at once in a driver whose heap holds at most ``max_heap_bytes``: one per
+    :data:`FACTS_ROW_HEAP_BYTES`, between :data:`FOLD_MAX_ROWS` and :data:`FACTS_PART_ROWS` (pure)."""
+    return min(FACTS_PART_ROWS, max(FOLD_MAX_ROWS, max_heap_bytes // FACTS_ROW_HEAP_BYTES))
+
+
 def facts(
     data: Iterable[DataFrame],
     transactions: DataFrame | None,
     ignore_collections: Iterable[str] = (),
     rows: int | None = None,
+    part_rows: int | None = None,
 ) -> pa.Table | None:
     """One row per transaction of the batch (:func:`facts_of`), from the change rows that carry a transaction id
     and the BEGIN/END events, each read through Arrow by one Spark job (a narrow projection of the cached rows;
-    nothing is shuffled). A batch of more than :data:`FACTS_PART_ROWS` ``rows`` is read and grouped in as many
-    parts, split by a hash of the transaction (each transaction's rows in one part).
+    nothing is shuffled). A batch of more than ``part_rows`` ``rows`` (default :data:`FACTS_PART_ROWS`; a driver's
+    own, :func:`facts_part_rows`) is read and grouped in as many parts, split by a hash of the transaction (each
+    transaction's rows in one part).
 
     Args:
         data: decoded change rows of every table.
@@ -267,7 +280,7 @@ def facts(
     events = _events(frames) if frames else None
     markers = _markers(transactions) if transactions is not None else None
     ignored = {collection_name(c) for c in ignore_collections}
-    parts = max(1, -(-rows // FACTS_PART_ROWS)) if rows else 1
+    parts = max(1, -(-rows // (part_rows or FACTS_PART_ROWS))) if rows else 1
 
     def read(frame: DataFrame | None, part: int) -> pa.Table | None:
         if frame is None:
@@ -766,10 +779,11 @@ def gather(
     *,
     settle: bool = True,
     rows: int | None = None,
+    part_rows: int | None = None,
 ) -> tuple[dict[str, TxInfo], Settled | None]:
-    """Collect the batch's per-transaction facts (:func:`facts`: two Spark jobs read through Arrow); for a batch
-    of up to :data:`FOLD_MAX_ROWS` ``rows`` (its change rows with a transaction id and its BEGIN/END events,
-    when known), fold them in Python instead (:func:`fold`).
+    """Collect the batch's per-transaction facts (:func:`facts`: two Spark jobs read through Arrow, in parts of at
+    most ``part_rows`` rows); for a batch of up to :data:`FOLD_MAX_ROWS` ``rows`` (its change rows with a
+    transaction id and its BEGIN/END events, when known), fold them in Python instead (:func:`fold`).
 
     Returns:
         the transactions left to :func:`decide`, as :class:`TxInfo`; and, with ``settle`` on a batch not
@@ -777,7 +791,7 @@ def gather(
     """
     if rows is not None and rows <= FOLD_MAX_ROWS:
         return fold(data, transactions, ignore_collections), None
-    table = facts(data, transactions, ignore_collections, rows)
+    table = facts(data, transactions, ignore_collections, rows, part_rows)
     if table is None:
         return {}, None
     if not settle:

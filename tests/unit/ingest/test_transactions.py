@@ -524,6 +524,17 @@ def _edge_batch(spark: SparkSession) -> tuple[list[DataFrame], DataFrame]:
     return [frame], transactions
 
 
+def test_a_large_batch_reads_its_transactions_in_parts_sized_to_the_driver_heap() -> None:
+    """Parts of 524K rows in the default 900m heap (838.9M to the JVM), where parts of 1M rows ran it out of memory
+    in a follower's 1M-record batches; 1M rows, the most, from a heap of 1.6 GB on; never fewer rows than a batch
+    folded in Python has."""
+    from cdclake.ingest.transactions import FACTS_PART_ROWS, FOLD_MAX_ROWS, facts_part_rows
+
+    assert facts_part_rows(838_860_800) == 524_288
+    assert facts_part_rows(2 * 1024**3) == FACTS_PART_ROWS == 1_000_000
+    assert facts_part_rows(64 * 1024**2) == FOLD_MAX_ROWS
+
+
 @pytest.mark.parametrize("batch", ["_facts_batch", "_edge_batch"])
 def test_a_small_batch_folded_in_python_has_the_transactions_the_vectorised_grouping_gives(
     spark: SparkSession, batch: str
@@ -545,6 +556,8 @@ def test_a_small_batch_folded_in_python_has_the_transactions_the_vectorised_grou
     with parts as patch:  # read and grouped in parts, split by transaction: the same transactions
         patch.setattr("cdclake.ingest.transactions.FACTS_PART_ROWS", FOLD_MAX_ROWS // 3 + 1)  # in 3 parts
         assert gather(data, transactions, ignored, settle=False, rows=FOLD_MAX_ROWS + 1) == (aggregated, None)
+    parted = gather(data, transactions, ignored, settle=False, rows=FOLD_MAX_ROWS + 1, part_rows=FOLD_MAX_ROWS // 4)
+    assert parted == (aggregated, None)  # 5 parts, as a driver's heap sizes them
     if batch == "_edge_batch":
         one = aggregated["uuid-1:7"]
         assert one.expected == {"shop.a": 2, "shop.b": 2} and one.expected_total == -5  # the later END, 4 - 9

@@ -15,16 +15,19 @@ from typing import TYPE_CHECKING, Any
 
 from cdclake.ingest.offsets import GapKind, TopicPartition, end_offsets, ranges_to_json
 from cdclake.ingest.transactions import (
+    FOLD_MAX_ROWS,
     LostRecords,
     TxPlan,
     TxStatus,
     collection_name,
     cut_offsets,
     decide,
+    facts_part_rows,
     gather,
     group_by_status,
 )
 from cdclake.lake import audit
+from cdclake.spark import driver_max_heap
 
 if TYPE_CHECKING:
     from cdclake.decode.batch import TableStats
@@ -84,7 +87,11 @@ def decide_transactions(ctx: BatchContext, plan: BatchPlan, decoded: BatchDecode
         rows = sum(known) + decoded.counts["transactions"] if len(known) == len(stats) else None
         assert plan.planned_at is not None, "the PLANNED row is committed before transactions are decided"
         lost = lost_records(plan, decoded)
-        infos, settled = gather(carrying, metadata, source.signal_tables, settle=not lost, rows=rows)
+        # a large batch's rows are read in parts sized to the driver's heap
+        part_rows = facts_part_rows(driver_max_heap(ctx.spark)) if rows is None or rows > FOLD_MAX_ROWS else None
+        infos, settled = gather(
+            carrying, metadata, source.signal_tables, settle=not lost, rows=rows, part_rows=part_rows
+        )
         tx_plan = decide(
             infos,
             cut_offsets(end_offsets(plan.ranges), decoded.schema_cuts),

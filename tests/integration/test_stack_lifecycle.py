@@ -96,7 +96,9 @@ def test_up_is_idempotent_and_down_stops_everything(state_dir: Path) -> None:
     application, the REST catalog and the object store too."""
     base = StackConfig.from_env(state_dir)
     ports = _free_ports((*PORTS, *CLUSTER_PORTS), workers=1)
-    config = dataclasses.replace(base, **ports, stack_profile="cluster", spark_workers=1)
+    # a second whole stack starts beside the suite's on 2 cores: its services may take longer than the default
+    # 120 s to answer (the REST catalog's JVM once did in CI), which is not what this test is about
+    config = dataclasses.replace(base, **ports, stack_profile="cluster", spark_workers=1, start_timeout_s=300.0)
     stack = Stack(config)
     driver: subprocess.Popen[str] | None = None
     try:

@@ -416,7 +416,7 @@ def job_description(spark: SparkSession, text: str) -> Iterator[None]:
 OUT_OF_MEMORY = "java.lang.OutOfMemoryError"
 
 #: What Spark says, inside a Py4J error's Java text, when the driver's memory ran short without the JVM's own
-#: ``OutOfMemoryError`` reaching the caller, searched after it: the memory manager refusing a task memory
+#: ``OutOfMemoryError`` reaching the caller, searched after it: the memory manager refusing a memory request
 #: (``SparkOutOfMemoryError``, e.g. ``[UNABLE_TO_ACQUIRE_MEMORY]``), a broadcast join's table that did not fit
 #: while it was built (``notEnoughMemoryToBuildAndBroadcastTableError``, a ``SparkException``), and a task's result
 #: gone from the block manager before the driver read it (``TaskResultLost``; seen on this machine in the same

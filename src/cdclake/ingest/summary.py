@@ -201,6 +201,7 @@ class BatchSummary:
             "redo": self.redo,
             "offsets": self.ranges,
             "records": self.records,
+            "capped": self.capped,
             "counts": self.counts,
             "tables": self.tables,
             "changed_tables": self.changed_tables,

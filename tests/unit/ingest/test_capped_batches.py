@@ -199,6 +199,8 @@ def test_a_capped_drain_of_an_old_backlog_applies_every_transaction_whole(
         assert summary.transactions["aged_to"] is not None
         assert len(batches) < 30
     assert len(batches) > 3
+    # the summary says which batches the cap cut short: all but the last, which reached the partitions' ends
+    assert [b.as_dict()["capped"] for b in batches] == [True] * (len(batches) - 1) + [False]
     assert _applied(spark, prefix) == Counter(sizes)
 
 

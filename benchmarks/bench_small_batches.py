@@ -8,7 +8,8 @@ lake tables' rows, then ``--batches`` times: writes one demo workload (inserts, 
 transactions; 36 records with BEGIN/END) on keys no record of the topics holds and, from the second batch on, a
 transaction that updates and deletes rows the previous batch stored (19 records), waits 3 s, runs one batch
 (:func:`cdclake.ingest.runner.ingest_from_kafka`). Prints each batch's wall time, its phases, the time spent
-inside Spark jobs (from Spark's status API) and the generated classes it compiled (Spark's codegen metrics), then
+inside Spark jobs (from Spark's status API), the generated classes it compiled (Spark's codegen metrics) and the
+CPU it took: the driver JVM's, of which its JIT compiler threads', and the Python process's (from ``/proc``), then
 the median of the warm batches; ``--jobs`` also lists each batch's Spark jobs (time, and what each does: its
 phase, table and step). Prints figures; asserts nothing.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -35,6 +37,22 @@ def _job_seconds(job: dict[str, object]) -> float:
     start = datetime.strptime(str(job["submissionTime"])[:23], "%Y-%m-%dT%H:%M:%S.%f")
     end = job.get("completionTime")
     return (datetime.strptime(str(end)[:23], "%Y-%m-%dT%H:%M:%S.%f") - start).total_seconds() if end else 0.0
+
+
+def _cpu_seconds(pid: int) -> tuple[float, float]:
+    """CPU seconds process ``pid`` has used, all its threads' and its JIT compiler threads' (Linux ``/proc``)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = jit = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:  # the thread ended
+            continue
+        name, fields = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+        used = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        total += used
+        jit += used if "CompilerThre" in name else 0.0
+    return total, jit
 
 
 def postgres_source(poll_interval_ms: int | None = None) -> tuple[Any, Any]:
@@ -116,6 +134,7 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     ui, app = spark.sparkContext.uiWebUrl, spark.sparkContext.applicationId
     compilations = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     try:
         t0 = time.monotonic()
         drained = ingest_from_kafka(spark, spec.name)
@@ -135,16 +154,21 @@ def main() -> None:
             time.sleep(3)
             before = {j["jobId"] for j in _jobs(ui, app)}
             compiled = compilations.getCount()
+            jvm0, jit0 = _cpu_seconds(jvm_pid)
+            py0 = time.process_time()
             t0 = time.monotonic()
             summary = ingest_from_kafka(spark, spec.name)
             wall = time.monotonic() - t0
+            py = time.process_time() - py0
+            jvm, jit = (after - before for after, before in zip(_cpu_seconds(jvm_pid), (jvm0, jit0), strict=True))
             compiled = compilations.getCount() - compiled
             walls.append(wall)
             new = [j for j in _jobs(ui, app) if j["jobId"] not in before]
             phases = ", ".join(f"{k} {v:.2f}" for k, v in summary.phases.items() if v >= 0.005)
             print(
                 f"batch {i + 1}: {summary.records} records, {wall:.2f} s; {len(new)} Spark jobs, "
-                f"{sum(_job_seconds(j) for j in new):.2f} s inside them; {compiled} classes compiled; phases: {phases}"
+                f"{sum(_job_seconds(j) for j in new):.2f} s inside them; {compiled} classes compiled; "
+                f"CPU: JVM {jvm:.2f} s (its JIT compilers {jit:.2f} s), Python {py:.2f} s; phases: {phases}"
             )
             if args.jobs:
                 for job in sorted(new, key=lambda j: int(str(j["jobId"]))):

@@ -84,6 +84,43 @@ def test_transaction_cut_by_the_range_is_held_then_applied_whole(
     assert frontier["tx"] == "902" and frontier["position"][0] == 203
 
 
+def test_a_batch_grouped_vectorised_reads_its_transactions_in_parts_sized_to_the_driver_heap(
+    spark: SparkSession, prefix: str, ingest: RunBatch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above FOLD_MAX_ROWS (here 0) a batch groups its transactions vectorised, read in parts of the size the
+    driver's heap gives (here 2 rows: the first batch's 5 rows in 3 parts): the same decisions as folded in Python."""
+    from cdclake.ingest import transactions as tx_module
+    from cdclake.ingest.batch import transactions as batch_transactions
+    from cdclake.spark import driver_max_heap
+
+    monkeypatch.setattr(tx_module, "FOLD_MAX_ROWS", 0)
+    monkeypatch.setattr(batch_transactions, "FOLD_MAX_ROWS", 0)
+    heaps: list[int] = []
+    monkeypatch.setattr(batch_transactions, "facts_part_rows", lambda heap: heaps.append(heap) or 2)
+    read: list[tuple[int | None, int | None]] = []
+    facts = tx_module.facts
+    monkeypatch.setattr(tx_module, "facts", lambda *args: read.append(args[3:]) or facts(*args))
+    items, log = PgTable(prefix, "items"), TxLog(prefix)
+    t1 = Transaction(log, 901)
+    t1.begin(100)
+    items.tx = t1
+    items.create({"id": 1, "name": "a", "qty": 1}, lsn=101)
+    t1.end(102)
+    t2 = Transaction(log, 902)
+    t2.begin(200)
+    items.tx = t2
+    items.create({"id": 2, "name": "b", "qty": 2}, lsn=201)  # T2's END has not arrived
+    first = ingest(items.take(), log.take())
+    assert heaps == [driver_max_heap(spark)] and heaps[0] > 256 * 2**20
+    assert read == [(5, 2)]  # T1's BEGIN, insert and END, T2's BEGIN and insert
+    assert rows(spark, prefix) == [(1, "a", 1)]
+    assert (first.transactions["counts"]["complete"], first.transactions["counts"]["held"]) == (1, 1)
+    t2.end(202)
+    second = ingest(log.take())
+    assert rows(spark, prefix) == [(1, "a", 1), (2, "b", 2)]
+    assert second.transactions["counts"]["complete"] == 1 and len(heaps) == 2
+
+
 def test_duplicates_do_not_inflate_counts(spark: SparkSession, prefix: str, ingest: RunBatch) -> None:
     items, log = PgTable(prefix, "items"), TxLog(prefix)
     tx = Transaction(log, 950)

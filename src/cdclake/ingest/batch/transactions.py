@@ -87,8 +87,8 @@ def decide_transactions(ctx: BatchContext, plan: BatchPlan, decoded: BatchDecode
         rows = sum(known) + decoded.counts["transactions"] if len(known) == len(stats) else None
         assert plan.planned_at is not None, "the PLANNED row is committed before transactions are decided"
         lost = lost_records(plan, decoded)
-        # a large batch's rows are read in parts sized to the driver's heap
-        part_rows = facts_part_rows(driver_max_heap(ctx.spark)) if rows is None or rows > FOLD_MAX_ROWS else None
+        # a large batch's rows are read in parts sized to the driver's heap (rows not known: read at once)
+        part_rows = facts_part_rows(driver_max_heap(ctx.spark)) if rows is not None and rows > FOLD_MAX_ROWS else None
         infos, settled = gather(
             carrying, metadata, source.signal_tables, settle=not lost, rows=rows, part_rows=part_rows
         )

@@ -101,15 +101,13 @@ def test_a_batch_grouped_vectorised_reads_its_transactions_in_parts_sized_to_the
     facts = tx_module.facts
     monkeypatch.setattr(tx_module, "facts", lambda *args: read.append(args[3:]) or facts(*args))
     items, log = PgTable(prefix, "items"), TxLog(prefix)
-    t1 = Transaction(log, 901)
-    t1.begin(100)
-    items.tx = t1
-    items.create({"id": 1, "name": "a", "qty": 1}, lsn=101)
-    t1.end(102)
-    t2 = Transaction(log, 902)
-    t2.begin(200)
-    items.tx = t2
-    items.create({"id": 2, "name": "b", "qty": 2}, lsn=201)  # T2's END has not arrived
+    t1, t2 = Transaction(log, 901), Transaction(log, 902)
+    for n, tx in enumerate((t1, t2), start=1):  # one insert each; T2's END has not arrived
+        tx.begin(100 * n)
+        items.tx = tx
+        items.create({"id": n, "name": "ab"[n - 1], "qty": n}, lsn=100 * n + 1)
+        if tx is t1:
+            tx.end(102)
     first = ingest(items.take(), log.take())
     assert heaps == [driver_max_heap(spark)] and heaps[0] > 256 * 2**20
     assert read == [(5, 2)]  # T1's BEGIN, insert and END, T2's BEGIN and insert

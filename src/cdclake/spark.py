@@ -478,7 +478,8 @@ def driver_failure(spark: SparkSession, exc: BaseException) -> str | None:
 
 
 def driver_max_heap(spark: SparkSession) -> int:
-    """The most bytes the session's driver JVM heap may hold (``Runtime.maxMemory``)."""
+    """The most bytes the session's driver JVM heap may hold (``Runtime.maxMemory``; with the parallel collector
+    it moves by a few MB as the collector resizes its survivor spaces)."""
     return int(spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory())  # type: ignore[union-attr]
 
 

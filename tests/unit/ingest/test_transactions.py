@@ -109,7 +109,8 @@ def test_a_batch_grouped_vectorised_reads_its_transactions_in_parts_sized_to_the
         if tx is t1:
             tx.end(102)
     first = ingest(items.take(), log.take())
-    assert heaps == [driver_max_heap(spark)] and heaps[0] > 256 * 2**20
+    # the heap the JVM reports moves by a few MB as the collector resizes its survivor spaces
+    assert len(heaps) == 1 and heaps[0] > 256 * 2**20 and abs(heaps[0] - driver_max_heap(spark)) < heaps[0] // 10
     assert read == [(5, 2)]  # T1's BEGIN, insert and END, T2's BEGIN and insert
     assert rows(spark, prefix) == [(1, "a", 1)]
     assert (first.transactions["counts"]["complete"], first.transactions["counts"]["held"]) == (1, 1)

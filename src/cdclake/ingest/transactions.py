@@ -779,10 +779,11 @@ def gather(
     *,
     settle: bool = True,
     rows: int | None = None,
-    part_rows: int | None = None,
+    part_rows: Callable[[], int] | None = None,
 ) -> tuple[dict[str, TxInfo], Settled | None]:
     """Collect the batch's per-transaction facts (:func:`facts`: two Spark jobs read through Arrow, in parts of at
-    most ``part_rows`` rows); for a batch of up to :data:`FOLD_MAX_ROWS` ``rows`` (its change rows with a
+    most ``part_rows()`` rows, asked only then and only when ``rows`` is known: a driver's heap sizes them,
+    :func:`facts_part_rows`); for a batch of up to :data:`FOLD_MAX_ROWS` ``rows`` (its change rows with a
     transaction id and its BEGIN/END events, when known), fold them in Python instead (:func:`fold`).
 
     Returns:
@@ -791,7 +792,7 @@ def gather(
     """
     if rows is not None and rows <= FOLD_MAX_ROWS:
         return fold(data, transactions, ignore_collections), None
-    table = facts(data, transactions, ignore_collections, rows, part_rows)
+    table = facts(data, transactions, ignore_collections, rows, part_rows() if rows and part_rows else None)
     if table is None:
         return {}, None
     if not settle:

@@ -94,7 +94,6 @@ def test_a_batch_grouped_vectorised_reads_its_transactions_in_parts_sized_to_the
     from cdclake.spark import driver_max_heap
 
     monkeypatch.setattr(tx_module, "FOLD_MAX_ROWS", 0)
-    monkeypatch.setattr(batch_transactions, "FOLD_MAX_ROWS", 0)
     heaps: list[int] = []
     monkeypatch.setattr(batch_transactions, "facts_part_rows", lambda heap: heaps.append(heap) or 2)
     read: list[tuple[int | None, int | None]] = []
@@ -584,7 +583,8 @@ def test_a_small_batch_folded_in_python_has_the_transactions_the_vectorised_grou
     aggregated, none = gather(data, transactions, ignored, settle=False)
     assert none is None and len(aggregated) >= 5
     assert fold(data, transactions, ignored) == aggregated
-    assert gather(data, transactions, ignored, rows=FOLD_MAX_ROWS) == (aggregated, None)
+    unasked = lambda: pytest.fail("a batch folded in Python asks no part size")  # noqa: E731
+    assert gather(data, transactions, ignored, rows=FOLD_MAX_ROWS, part_rows=unasked) == (aggregated, None)
     assert gather(data, transactions, ignored, rows=FOLD_MAX_ROWS + 1)[1] is not None  # grouped vectorised
     assert fold(data, None) == gather(data, None, settle=False)[0]
     assert fold([], transactions, ignored) == gather([], transactions, ignored, settle=False)[0]
@@ -592,7 +592,9 @@ def test_a_small_batch_folded_in_python_has_the_transactions_the_vectorised_grou
     with parts as patch:  # read and grouped in parts, split by transaction: the same transactions
         patch.setattr("cdclake.ingest.transactions.FACTS_PART_ROWS", FOLD_MAX_ROWS // 3 + 1)  # in 3 parts
         assert gather(data, transactions, ignored, settle=False, rows=FOLD_MAX_ROWS + 1) == (aggregated, None)
-    parted = gather(data, transactions, ignored, settle=False, rows=FOLD_MAX_ROWS + 1, part_rows=FOLD_MAX_ROWS // 4)
+    parted = gather(
+        data, transactions, ignored, settle=False, rows=FOLD_MAX_ROWS + 1, part_rows=lambda: FOLD_MAX_ROWS // 4
+    )
     assert parted == (aggregated, None)  # 5 parts, as a driver's heap sizes them
     if batch == "_edge_batch":
         one = aggregated["uuid-1:7"]

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from cdclake.ingest.offsets import GapKind, TopicPartition, end_offsets, ranges_to_json
 from cdclake.ingest.transactions import (
-    FOLD_MAX_ROWS,
     LostRecords,
     TxPlan,
     TxStatus,
@@ -87,10 +86,13 @@ def decide_transactions(ctx: BatchContext, plan: BatchPlan, decoded: BatchDecode
         rows = sum(known) + decoded.counts["transactions"] if len(known) == len(stats) else None
         assert plan.planned_at is not None, "the PLANNED row is committed before transactions are decided"
         lost = lost_records(plan, decoded)
-        # a large batch's rows are read in parts sized to the driver's heap (rows not known: read at once)
-        part_rows = facts_part_rows(driver_max_heap(ctx.spark)) if rows is not None and rows > FOLD_MAX_ROWS else None
         infos, settled = gather(
-            carrying, metadata, source.signal_tables, settle=not lost, rows=rows, part_rows=part_rows
+            carrying,
+            metadata,
+            source.signal_tables,
+            settle=not lost,
+            rows=rows,
+            part_rows=lambda: facts_part_rows(driver_max_heap(ctx.spark)),  # a large batch's parts fit the heap
         )
         tx_plan = decide(
             infos,

@@ -7,11 +7,14 @@
 2. MERGE growth: the same ``--merge-batch`` events (keys drawn from a quarter of ``--small``) applied to
    upsert tables that already hold ``--small`` and ``--large`` rows (written directly with Spark); reports
    the apply time of each. ``--spread-keys``: the large table's batch draws its keys from a quarter of
-   the large table instead (4x more distinct keys to update).
+   the large table instead (4x more distinct keys to update). ``--merge-mode copy-on-write``: the tables'
+   MERGEs, updates and deletes rewrite the data files they touch instead of writing position deletes (the
+   upsert tables' own ``merge-on-read``); after each batch, a scan of the whole table (the sum of a column, the
+   position deletes applied) is timed too.
 3. Peak RSS of the whole process tree (Python driver + JVM), sampled every 0.5 s.
 
 Usage: ``.venv/bin/python benchmarks/bench_ingest.py [--events 1000000] [--merge-batch 100000]
-[--small 100000] [--large 10000000] [--spread-keys] [--skip-e2e] [--skip-merge] [--driver-memory 2g]
+[--small 100000] [--large 10000000] [--spread-keys] [--merge-mode MODE] [--skip-e2e] [--skip-merge] [--driver-memory 2g]
 [--produce-only | --backlog PREFIX]`` (local stack up for the e2e part). The documented e2e figure is
 ``--produce-only`` then ``--backlog PREFIX --skip-merge`` in a second process: a batch started right after
 producing shares the 2 cores with the broker still writing the backlog.
@@ -20,6 +23,7 @@ producing shares the 2 cores with the broker still writing the backlog.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shutil
@@ -153,6 +157,12 @@ def main() -> None:
     parser.add_argument(
         "--spread-keys", action="store_true", help="MERGE batch keys from a quarter of each table, not the same batch"
     )
+    parser.add_argument(
+        "--merge-mode",
+        choices=("merge-on-read", "copy-on-write"),
+        default="merge-on-read",
+        help="the MERGE growth tables' write.merge/update/delete.mode (cdclake creates merge-on-read tables)",
+    )
     parser.add_argument("--skip-e2e", action="store_true")
     parser.add_argument("--skip-merge", action="store_true")
     parser.add_argument("--driver-memory", default="2g", help="spark.driver.memory (the JVM heap; local mode)")
@@ -171,6 +181,7 @@ def main() -> None:
     from cdclake.ingest.batch import run_batch
     from cdclake.ingest.config import SourceConfig
     from cdclake.ingest.sources import FrameRecordSource, KafkaRecordSource, source_topic_patterns
+    from cdclake.ingest.tables import POSITION_CEILING
     from cdclake.lake import LakeConfig
     from cdclake.spark import build_spark_session
     from cdclake.stack import StackConfig
@@ -213,6 +224,8 @@ def main() -> None:
                     SourceConfig(name=prefix, topic_prefix=prefix),
                     FrameRecordSource(records_from_dicts(spark, setup), source_topic_patterns(prefix)),
                 )
+                modes = ", ".join(f"'write.{op}.mode' = '{args.merge_mode}'" for op in ("merge", "update", "delete"))
+                spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({modes})")
                 spark.range(1, size).selectExpr(
                     "id",
                     "concat('n', id) AS name",
@@ -225,7 +238,12 @@ def main() -> None:
                     "0 AS _cdc_partition",
                     "CAST(0 AS BIGINT) AS _cdc_offset",
                     "current_timestamp() AS _cdc_ingested_at",
-                ).writeTo(table).append()
+                ).writeTo(table).option(
+                    # the position ceiling every commit of the ingestion carries: without it, the batch would scan
+                    # the table for its greatest position, as it does after another writer's commit
+                    f"snapshot-property.{POSITION_CEILING}",
+                    json.dumps([0, size - 1]),
+                ).append()
                 print(f"table of {size:,} rows written in {time.monotonic() - t0:.1f}s")
                 # the same batch for both tables (keys from a quarter of the small table), unless --spread-keys
                 # draws them from a quarter of each table (more distinct keys to update in the large one)
@@ -241,9 +259,12 @@ def main() -> None:
                     SourceConfig(name=prefix, topic_prefix=prefix),
                     FrameRecordSource(frame, source_topic_patterns(prefix)),
                 )
+                merged = time.monotonic() - t0
+                t0 = time.monotonic()
+                spark.sql(f"SELECT sum(qty) FROM {table}").collect()
                 print(
-                    f"MERGE of {args.merge_batch:,} events into {size:,} rows: batch {time.monotonic() - t0:.1f}s, "
-                    f"apply {summary.phases['apply']:.1f}s"
+                    f"MERGE ({args.merge_mode}) of {args.merge_batch:,} events into {size:,} rows: batch {merged:.1f}s, "
+                    f"apply {summary.phases['apply']:.1f}s; a scan of the table then {time.monotonic() - t0:.1f}s"
                 )
         spark.stop()
     print(f"peak RSS (driver + JVM): {rss.peak / 2**30:.2f} GiB")

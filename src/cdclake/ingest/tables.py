@@ -33,7 +33,7 @@ from cdclake.ingest.summary import TableResult
 from cdclake.lake.commits import sql_committing
 from cdclake.lake.maintenance import REMOVES_ROWS_ONLY
 from cdclake.lake.names import TOMBSTONE_SUFFIX, sql_name, table_identifier, table_parts
-from cdclake.spark import SESSION_SETTINGS, job_description, temporary_conf
+from cdclake.spark import SESSION_SETTINGS, driver_max_heap, job_description, temporary_conf
 from cdclake.sql import quote_identifier, quote_name, quote_string
 
 if TYPE_CHECKING:
@@ -56,12 +56,17 @@ BROADCAST_KEYS_MAX_EVENTS = 2_000_000
 #: to them (a list of values, or ranges split at the widest gaps between them) rather than to one range (see
 #: :func:`cdclake.ingest.apply.key_bounds`).
 KEY_VALUES_MAX_RECORDS = 20_000
-#: Up to this estimated size, the batch rows that update or delete stored keys are broadcast to the MERGE
-#: (the table is scanned but not shuffled; see :func:`cdclake.ingest.apply.update_sql`). A broadcast
-#: hint cannot do it: Spark drops it, because the MERGE's join already carries a hint for the table's
-#: side; the session's ``autoBroadcastJoinThreshold`` is raised to this for the MERGE instead, unless the
-#: planner estimates the rows at :data:`DEFAULT_BROADCAST_BYTES` or less.
+#: Up to this estimated size, and :func:`broadcast_max_bytes` of the driver's heap, the batch rows that update or
+#: delete stored keys are broadcast to the MERGE (the table is scanned but not shuffled; see
+#: :func:`cdclake.ingest.apply.update_sql`). A broadcast hint cannot do it: Spark drops it, because the MERGE's
+#: join already carries a hint for the table's side; the session's ``autoBroadcastJoinThreshold`` is raised for the
+#: MERGE instead, unless the planner estimates the rows at :data:`DEFAULT_BROADCAST_BYTES` or less.
 BROADCAST_SOURCE_MAX_BYTES = 256 * 2**20
+#: A broadcast MERGE source is estimated at up to this share of the driver's heap (1/16): the driver collects the
+#: rows and builds their hash table in its heap, beside the batch's cached rows. At the default ``900m`` (800 MiB to
+#: the JVM) a source estimated at 76 MiB was broadcast and one of 91 MiB failed ("Not enough memory to build and
+#: broadcast the table"); with ``2g`` (1,820 MiB), one of 190 MiB was broadcast.
+BROADCAST_HEAP_SHARE = 16
 #: Spark's default ``autoBroadcastJoinThreshold``, which cdclake's sessions keep: a MERGE source estimated at up to
 #: this is broadcast without a change of the setting, so the MERGE does not hold :data:`SESSION_SETTINGS` alone.
 DEFAULT_BROADCAST_BYTES = 10 * 2**20
@@ -166,6 +171,12 @@ def local_rows(spark: SparkSession, frame: DataFrame) -> DataFrame:
     return DataFrame(local, spark)
 
 
+def broadcast_max_bytes(max_heap_bytes: int) -> int:
+    """The largest estimated size of a MERGE source broadcast by a driver whose heap is ``max_heap_bytes``:
+    :data:`BROADCAST_HEAP_SHARE` of it, at most :data:`BROADCAST_SOURCE_MAX_BYTES` (pure)."""
+    return min(BROADCAST_SOURCE_MAX_BYTES, max_heap_bytes // BROADCAST_HEAP_SHARE)
+
+
 def merge_broadcast(
     spark: SparkSession,
     rows: DataFrame,
@@ -176,7 +187,8 @@ def merge_broadcast(
     count: int | None = None,
 ) -> None:
     """Run ``sql``, a matched-only MERGE whose source is ``rows`` registered as ``view``, with the source
-    broadcast when it is up to :data:`BROADCAST_SOURCE_MAX_BYTES`; ``props`` go into the commit's summary.
+    broadcast when the planner estimates it at up to :func:`broadcast_max_bytes` of the driver's heap (a larger one
+    is shuffled with the table into a sort-merge join); ``props`` go into the commit's summary.
 
     The planner must know the source's real size (the estimate of a checkpointed join it comes from is far above
     any threshold): ``rows`` that ``count`` says are at most :data:`LOCAL_SOURCE_MAX_ROWS` are collected into the
@@ -218,9 +230,10 @@ def planned_bytes(frame: DataFrame) -> int:
 def _merge(spark: SparkSession, sql: str, props: dict[str, str], *, broadcast: bool) -> None:
     """Run the MERGE ``sql``, ``props`` in its commit (:func:`~cdclake.lake.commits.sql_committing`), its joins
     planned with the session's settings; ``broadcast``: with the broadcast threshold raised to
-    :data:`BROADCAST_SOURCE_MAX_BYTES` (holding :data:`~cdclake.spark.SESSION_SETTINGS` alone)."""
+    :func:`broadcast_max_bytes` of the driver's heap (holding :data:`~cdclake.spark.SESSION_SETTINGS` alone)."""
     if broadcast:
-        with temporary_conf(spark, {"spark.sql.autoBroadcastJoinThreshold": str(BROADCAST_SOURCE_MAX_BYTES)}):
+        threshold = broadcast_max_bytes(driver_max_heap(spark))
+        with temporary_conf(spark, {"spark.sql.autoBroadcastJoinThreshold": str(threshold)}):
             sql_committing(spark, sql, props)
         return
     with SESSION_SETTINGS.shared():  # plans its join with the session's settings
@@ -579,7 +592,7 @@ class TableApplier:
 
         Up to :data:`ONE_MERGE_MAX_ROWS` of them, their every key column listed by the batch's bounds, both
         kinds are one MERGE, one commit carrying the batch properties. Otherwise a MERGE of the keys the table
-        holds (matched-only: an inner join that broadcasts a batch up to :data:`BROADCAST_SOURCE_MAX_BYTES`) and
+        holds (matched-only: an inner join that broadcasts a batch up to :func:`broadcast_max_bytes`) and
         an append of the others are two commits; only the last carries the batch properties (``cdc.batch-id``
         ...), the first is marked ``cdc.partial-of``. A crash between them leaves rows that a redo finds stored at
         their own position (so stale, skipped): the redo commits only what is missing, with the batch id. When

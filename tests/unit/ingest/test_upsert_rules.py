@@ -207,6 +207,51 @@ def test_stored_keys_are_merged_new_keys_appended_and_a_redo_after_the_merge_fin
     assert ingest([]).status == "no-new-records"
 
 
+def test_a_merge_source_is_broadcast_up_to_a_share_of_the_driver_heap() -> None:
+    # the driver builds a broadcast in its heap: at the default 900m (800 MiB to the JVM) a source of 91 MiB failed
+    assert tables.broadcast_max_bytes(800 * 2**20) == 50 * 2**20
+    assert tables.broadcast_max_bytes(1820 * 2**20) == 1820 * 2**20 // 16
+    assert tables.broadcast_max_bytes(16 * 2**30) == tables.BROADCAST_SOURCE_MAX_BYTES == 256 * 2**20
+
+
+@pytest.mark.parametrize("heap_share", [16, 2**40])
+def test_a_merge_source_above_the_heap_share_is_joined_by_sort_merge_not_broadcast(
+    spark: SparkSession,
+    prefix: str,
+    table: PgTable,
+    ingest: RunBatch,
+    monkeypatch: pytest.MonkeyPatch,
+    heap_share: int,
+) -> None:
+    # a MERGE of stored keys whose source is cached and counted (as a batch of more than LOCAL_SOURCE_MAX_ROWS is):
+    # broadcast while the planner estimates it within the driver's heap share (a few rows: at 1/16), else joined
+    # by sort-merge (a share of 2^40 allows no byte); the same rows either way
+    from cdclake.spark import driver_max_heap
+
+    monkeypatch.setattr(tables, "ONE_MERGE_MAX_ROWS", 0)
+    monkeypatch.setattr(tables, "LOCAL_SOURCE_MAX_ROWS", 0)
+    monkeypatch.setattr(tables, "BROADCAST_HEAP_SHARE", heap_share)
+    plans: list[tuple[str, str]] = []
+    committing = tables.sql_committing
+
+    def explained(spark: SparkSession, sql: str, props: dict[str, str]) -> None:
+        threshold = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+        plans.append((threshold, spark.sql(f"EXPLAIN {sql}").collect()[0][0]))
+        committing(spark, sql, props)
+
+    monkeypatch.setattr(tables, "sql_committing", explained)
+    _two_rows_stored(spark, prefix, table, ingest)
+    table.update({"id": 1, "name": "a2", "qty": 2}, lsn=200)
+    table.delete({"id": 2}, lsn=201)
+    ingest(table.take())
+    assert rows(spark, prefix) == [(1, "a2", 2)]
+    [(threshold, plan)] = plans  # the MERGE of the two stored keys (the first batch appended, as did the tombstone)
+    # the heap the JVM reports moves by a few MB as the collector resizes its survivor spaces
+    expected = tables.broadcast_max_bytes(driver_max_heap(spark))
+    assert abs(int(threshold) - expected) <= expected // 10 and int(threshold) < tables.BROADCAST_SOURCE_MAX_BYTES
+    assert ("SortMergeJoin" in plan) == (heap_share == 2**40) and ("BroadcastHashJoin" in plan) == (heap_share == 16)
+
+
 def test_a_small_batch_of_stored_and_new_keys_is_written_in_one_merge(
     spark: SparkSession, prefix: str, table: PgTable, ingest: RunBatch
 ) -> None:

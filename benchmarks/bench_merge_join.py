@@ -38,7 +38,7 @@ from pyspark.sql import SparkSession
 
 from cdclake.ingest.tables import BROADCAST_SOURCE_MAX_BYTES, broadcast_max_bytes, planned_bytes
 from cdclake.lake.catalog import LakeConfig
-from cdclake.spark import build_spark_session, driver_max_heap, out_of_memory
+from cdclake.spark import build_spark_session, driver_max_heap, out_of_memory, temporary_conf
 
 TABLE_DDL = (
     "CREATE TABLE {name} (id BIGINT, name STRING, qty INT, note STRING, position BIGINT) USING iceberg "
@@ -77,15 +77,9 @@ def _timed(spark: SparkSession, run: Callable[[], object]) -> tuple[float, int]:
     return elapsed, stages
 
 
-def _with_conf(spark: SparkSession, conf: dict[str, str], run: Callable[[], object]) -> None:
-    before = {k: spark.conf.get(k, None) for k in conf}
-    for k, v in conf.items():
-        spark.conf.set(k, v)
-    try:
-        run()
-    finally:
-        for k, v in before.items():
-            spark.conf.unset(k) if v is None else spark.conf.set(k, v)
+def _merge(spark: SparkSession, conf: dict[str, str], statement: str) -> None:
+    with temporary_conf(spark, conf):
+        spark.sql(statement)
 
 
 def main() -> None:
@@ -142,9 +136,7 @@ def main() -> None:
                     conf = {"spark.sql.autoBroadcastJoinThreshold": threshold}
                 statement = MERGE.format(target=target, source=source)
                 try:
-                    seconds, stages = _timed(
-                        spark, functools.partial(_with_conf, spark, conf, functools.partial(spark.sql, statement))
-                    )
+                    seconds, stages = _timed(spark, functools.partial(_merge, spark, conf, statement))
                 except (PySparkException, Py4JJavaError) as exc:  # the broadcast of a large batch may not fit
                     reason = out_of_memory(exc) or next(
                         line for line in f"{exc}\n{type(exc).__name__}".splitlines() if line

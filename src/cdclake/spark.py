@@ -8,6 +8,7 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -275,6 +276,7 @@ def build_spark_session(
     with appended_class_path(class_path):
         spark = builder.getOrCreate()
     compile_with_the_tasks_class_loader(spark)
+    shorten_gateway_lookups(spark)
     logger.info("spark session %s (%s) on lake %s", app_name, spark.sparkContext.applicationId, lake.kind)
     return spark
 
@@ -304,17 +306,71 @@ def compile_with_the_tasks_class_loader(spark: SparkSession) -> bool:
     """
     if not spark.sparkContext.master.startswith("local"):
         return False
-    jvm = spark.sparkContext._jvm
     try:
-        dispatcher = _private_field(jvm.org.apache.spark.SparkEnv.get().rpcEnv(), "dispatcher")
+        dispatcher = _private_field(jvm_class(spark, "org.apache.spark.SparkEnv").get().rpcEnv(), "dispatcher")
         endpoints = _private_field(dispatcher, "endpointRefs").keySet().toArray()
         local = next(e for e in endpoints if e.getClass().getName() == "org.apache.spark.scheduler.local.LocalEndpoint")
         loader = _private_field(_private_field(local, "executor"), "defaultSessionState").replClassLoader()
-        jvm.java.lang.Thread.currentThread().setContextClassLoader(loader)
+        jvm_class(spark, "java.lang.Thread").currentThread().setContextClassLoader(loader)
     except Exception:  # noqa: BLE001 - an optimisation: a Spark it does not fit compiles as before
         logger.debug("the tasks' class loader was not found; generated classes compile per loader", exc_info=True)
         return False
     return True
+
+
+#: Classes that PySpark's DataFrame and Column calls reach through the gateway's JVM view, by their simple names
+#: (``sc._jvm.functions.col``, ``sc._jvm.PythonUtils.toSeq``) or fully qualified (each ``pyspark.sql.functions``
+#: call looks ``org.apache.spark.sql.functions`` up).
+PYSPARK_GATEWAY_CLASSES = (
+    "org.apache.spark.sql.functions",
+    "org.apache.spark.api.python.PythonUtils",
+    "org.apache.spark.sql.api.python.PythonSQLUtils",
+    "org.apache.spark.api.python.PythonRDD",
+)
+
+
+def shorten_gateway_lookups(spark: SparkSession) -> None:
+    """Let PySpark reach the classes of :data:`PYSPARK_GATEWAY_CLASSES` and their static methods without asking the
+    driver JVM where they are each time (idempotent); what its calls return is the same.
+
+    Py4J sends a round trip for every class a Python attribute of the JVM view names, and another for every member
+    of it, before the call itself. A simple name (``sc._jvm.PythonUtils``) is first tried as a class of that name,
+    then under each of the view's star imports, each miss a class lookup over the driver's whole class path (about
+    290 jars), 0.3-0.7 ms a lookup. The view gets these classes as attributes of its own, by both names, each one
+    that keeps the static methods it found (:func:`static_members_class`): a ``pyspark.sql.functions`` call, once
+    its function is known, is one round trip instead of three. A small batch makes about 1,900 such lookups
+    (docs/benchmarks.md).
+    """
+    view, members = spark.sparkContext._jvm, static_members_class()
+    for name in PYSPARK_GATEWAY_CLASSES:
+        if not isinstance(view.__dict__.get(name), members):
+            found = members(name, view._gateway_client)
+            setattr(view, name, found)
+            setattr(view, name.rsplit(".", 1)[1], found)
+
+
+@cache
+def static_members_class() -> type:
+    """The class of a Py4J ``JavaClass`` that keeps the static methods it has looked up (a Py4J member of a static
+    method holds no state of a call); its fields are read from the JVM every time. Py4J is imported when first
+    asked."""
+    from py4j.java_gateway import JavaClass, JavaMember
+
+    class StaticMembers(JavaClass):  # type: ignore[misc]
+        def __getattr__(self, name: str) -> Any:
+            member = super().__getattr__(name)
+            if isinstance(member, JavaMember):
+                self.__dict__[name] = member  # found without __getattr__ from now on
+            return member
+
+    return StaticMembers
+
+
+def jvm_class(spark: SparkSession, name: str) -> Any:
+    """The JVM class ``name`` (fully qualified) through the session's gateway, in one round trip (an attribute
+    chain such as ``_jvm.org.apache.iceberg...`` makes one per package, each a failed class lookup over the class
+    path)."""
+    return getattr(spark.sparkContext._jvm, name)
 
 
 class SettingsLock:
@@ -480,7 +536,7 @@ def driver_failure(spark: SparkSession, exc: BaseException) -> str | None:
 def driver_max_heap(spark: SparkSession) -> int:
     """The most bytes the session's driver JVM heap may hold (``Runtime.maxMemory``; with the parallel collector
     it moves by a few MB as the collector resizes its survivor spaces)."""
-    return int(spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory())  # type: ignore[union-attr]
+    return int(jvm_class(spark, "java.lang.Runtime").getRuntime().maxMemory())
 
 
 def more_heap_advice() -> str:

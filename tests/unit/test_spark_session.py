@@ -165,6 +165,51 @@ def test_the_driver_and_the_tasks_compile_a_generated_class_once(spark: SparkSes
     assert shared == apart - 1
 
 
+def test_pysparks_functions_and_python_utilities_are_called_in_one_round_trip_once_found(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyspark.sql import functions as F
+
+    from cdclake.spark import PYSPARK_GATEWAY_CLASSES
+
+    view = spark.sparkContext._jvm
+    for name in PYSPARK_GATEWAY_CLASSES:  # by either name, the same class
+        assert getattr(view, name)._fqn == getattr(view, name.rsplit(".", 1)[1])._fqn == name
+    F.lit(1), F.expr("1"), view.PythonUtils.toSeq([])  # each function found once
+    client = spark.sparkContext._gateway._gateway_client
+    send, sent = client.send_command, []
+
+    def counted(command: str, *args: object) -> object:
+        sent.append(command.split("\n", 3)[:3])
+        return send(command, *args)
+
+    monkeypatch.setattr(client, "send_command", counted)
+    two, three, empty = F.lit(2), F.expr("1 + 2"), view.PythonUtils.toSeq([])
+    monkeypatch.undo()
+    calls = [c for c in sent if c[0] not in ("m", "i")]  # Py4J releasing objects; the Java list of []
+    assert calls == [
+        ["c", "z:org.apache.spark.sql.functions", "lit"],
+        ["c", "z:org.apache.spark.sql.functions", "expr"],
+        ["c", "z:org.apache.spark.api.python.PythonUtils", "toSeq"],
+    ]
+    assert tuple(spark.range(1).select(two.alias("a"), three.alias("b")).first()) == (2, 3)
+    assert empty.size() == 0
+
+
+def test_a_class_keeping_its_static_members_keeps_methods_and_reads_fields_each_time(spark: SparkSession) -> None:
+    from cdclake.spark import static_members_class
+
+    client = spark.sparkContext._gateway._gateway_client
+    integers = static_members_class()("java.lang.Integer", client)
+    assert integers.valueOf("7") == 7 and "valueOf" in vars(integers)
+    assert integers.MAX_VALUE == 2**31 - 1 and "MAX_VALUE" not in vars(integers)
+    holder = static_members_class()("java.lang.System", client)
+    holder.setProperty("cdclake.test.static", "a")
+    assert holder.getProperty("cdclake.test.static") == "a"
+    holder.setProperty("cdclake.test.static", "b")  # a kept method still calls the JVM
+    assert holder.getProperty("cdclake.test.static") == "b"
+
+
 def _described_jobs(spark: SparkSession, after: int) -> dict[int, str | None]:
     """The descriptions of the session's jobs numbered above ``after``, as Spark's status store has them."""
     import time

@@ -112,9 +112,9 @@ def register_decoder(spark: SparkSession, plan: Mapping[str, Any], return_type: 
     text = json.dumps(plan, sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(f"{text}\n{return_type.json()}".encode()).hexdigest()[:24]
     name = f"cdclake_decode_{digest}"
-    jvm = spark._jvm  # type: ignore[attr-defined]
     try:
-        function = jvm.dev.cdclake.decode.spark.DecodeFunction(text)
+        # the class by its full name, one round trip (as cdclake.spark.jvm_class, which decode does not import)
+        function = getattr(spark._jvm, DECODE_FUNCTION_CLASS)(text)  # type: ignore[attr-defined]
     except TypeError as exc:  # py4j: the class is not on the classpath ("'JavaPackage' object is not callable")
         raise NotInstalledError(
             f"the envelope decoder ({DECODE_FUNCTION_CLASS}) is not on the Spark classpath; run `make jars`"

@@ -33,7 +33,7 @@ from cdclake.ingest.summary import TableResult
 from cdclake.lake.commits import sql_committing
 from cdclake.lake.maintenance import REMOVES_ROWS_ONLY
 from cdclake.lake.names import TOMBSTONE_SUFFIX, sql_name, table_identifier, table_parts
-from cdclake.spark import SESSION_SETTINGS, driver_max_heap, job_description, temporary_conf
+from cdclake.spark import SESSION_SETTINGS, driver_max_heap, job_description, jvm_class, temporary_conf
 from cdclake.sql import quote_identifier, quote_name, quote_string
 
 if TYPE_CHECKING:
@@ -139,9 +139,8 @@ def position_ceiling(spark: SparkSession, name: str) -> list[int] | None:
     tombstones' expiry); any other commit without it (made by another writer), or a parent expired on the way,
     leaves it unknown. Table metadata only: no Spark job.
     """
-    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
     session = spark._jsparkSession  # type: ignore[attr-defined]
-    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(session, name)
+    table = jvm_class(spark, "org.apache.iceberg.spark.Spark3Util").loadIcebergTable(session, name)
     table.refresh()
     snapshot = table.currentSnapshot()
     if snapshot is None:

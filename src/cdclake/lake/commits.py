@@ -19,5 +19,6 @@ def sql_committing(spark: SparkSession, sql: str, properties: Mapping[str, str])
     statement that plans or commits with the session's other settings still holds
     :data:`cdclake.spark.SESSION_SETTINGS` shared.
     """
-    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-    jvm.dev.cdclake.spark.Commits.sql(spark._jsparkSession, sql, dict(properties))  # type: ignore[attr-defined]
+    # the class by its full name, one round trip (as cdclake.spark.jvm_class, which the lake does not import)
+    commits = getattr(spark.sparkContext._jvm, "dev.cdclake.spark.Commits")  # type: ignore[attr-defined]
+    commits.sql(spark._jsparkSession, sql, dict(properties))  # type: ignore[attr-defined]

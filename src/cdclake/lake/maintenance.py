@@ -431,8 +431,9 @@ def keep_newest_snapshots(spark: SparkSession, identifier: str, keep: int) -> in
     """
     if not spark.catalog.tableExists(identifier):
         return 0
-    jvm = spark.sparkContext._jvm
-    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, identifier)
+    # the class by its full name, one round trip (as cdclake.spark.jvm_class, which the lake does not import)
+    util = getattr(spark.sparkContext._jvm, "org.apache.iceberg.spark.Spark3Util")
+    table = util.loadIcebergTable(spark._jsparkSession, identifier)
     before = len(table.snapshots())
     if before <= keep:
         return 0

@@ -13,9 +13,11 @@
    position deletes applied) is timed too.
 3. Peak RSS of the whole process tree (Python driver + JVM), sampled every 0.5 s.
 
+``--figures-json`` also writes the MERGE growth's apply times to a file (``bench_real_shape.py --goals`` reads it).
+
 Usage: ``.venv/bin/python benchmarks/bench_ingest.py [--events 1000000] [--merge-batch 100000]
 [--small 100000] [--large 10000000] [--spread-keys] [--merge-mode MODE] [--skip-e2e] [--skip-merge] [--driver-memory 2g]
-[--produce-only | --backlog PREFIX]`` (local stack up for the e2e part). The documented e2e figure is
+[--produce-only | --backlog PREFIX] [--figures-json FILE]`` (local stack up for the e2e part). The documented e2e figure is
 ``--produce-only`` then ``--backlog PREFIX --skip-merge`` in a second process: a batch started right after
 producing shares the 2 cores with the broker still writing the backlog.
 """
@@ -175,6 +177,7 @@ def main() -> None:
         help="run the e2e batch on a backlog produced earlier (--produce-only) instead of producing one now: "
         "the batch then does not share the machine with the broker still flushing what was just produced",
     )
+    parser.add_argument("--figures-json", type=Path, help="also write the MERGE growth's apply times there (JSON)")
     args = parser.parse_args()
 
     from cdclake.decode.records import records_from_dicts
@@ -211,6 +214,7 @@ def main() -> None:
                 f"e2e: {summary.records:,} events Kafka -> committed Iceberg in {elapsed:.1f}s = "
                 f"{summary.records / elapsed:,.0f} events/s; phases {summary.as_dict()['phases_s']}"
             )
+        applied: dict[int, float] = {}
         if not args.skip_merge:
             for size in (args.small, args.large):
                 prefix = f"m{size}_{uuid.uuid4().hex[:4]}"
@@ -260,6 +264,7 @@ def main() -> None:
                     FrameRecordSource(frame, source_topic_patterns(prefix)),
                 )
                 merged = time.monotonic() - t0
+                applied[size] = summary.phases["apply"]
                 t0 = time.monotonic()
                 spark.sql(f"SELECT sum(qty) FROM {table}").collect()
                 print(
@@ -268,6 +273,10 @@ def main() -> None:
                 )
         spark.stop()
     print(f"peak RSS (driver + JVM): {rss.peak / 2**30:.2f} GiB")
+    if args.figures_json and applied:
+        figures = {"small_rows": args.small, "large_rows": args.large, "small_s": applied[args.small],
+                   "large_s": applied[args.large]}  # fmt: skip
+        args.figures_json.write_text(json.dumps(figures))
     shutil.rmtree(lake_dir, ignore_errors=True)
 
 

@@ -19,11 +19,11 @@ Kafka timestamp (set by Connect's producer): source commit -> in Kafka (Debezium
 producer) and in Kafka -> visible (the follower). Both clocks are this machine's.
 
 Usage: ``.venv/bin/python benchmarks/bench_latency.py [--rate 1000] [--seconds 60] [--warmup 15]
-[--compact-every N] [--debezium-poll-ms MS]`` (starts the stack, without Airflow, if it is down; ``--debezium-poll-ms`` registers the
+[--compact-every N] [--debezium-poll-ms MS] [--figures-json FILE]`` (starts the stack, without Airflow, if it is down; ``--debezium-poll-ms`` registers the
 connector again with that ``poll.interval.ms`` instead of the spec's for the run, and with the spec's after it). Prints the latency percentiles (whole and
 split), the batches' walls and the median of each phase, then each batch's records, wall, apply and upkeep
 (compaction, snapshot expiry) time, and what the table holds for a reader at the end (its files, a full scan's
-time).
+time). ``--figures-json`` also writes the percentiles to a file (``bench_real_shape.py --goals`` reads it).
 """
 
 from __future__ import annotations
@@ -250,6 +250,7 @@ def main() -> None:
         default=None,
         help="register the connector with this poll.interval.ms (default: the spec's)",
     )
+    parser.add_argument("--figures-json", type=Path, help="also write the latency percentiles there (JSON)")
     args = parser.parse_args()
 
     from cdclake.ingest.sources import KafkaRecordSource, source_topic_patterns
@@ -332,6 +333,9 @@ def main() -> None:
         f"p50 {_percentile(latency, 0.5):.2f} s, p90 {_percentile(latency, 0.9):.2f} s, "
         f"p99 {_percentile(latency, 0.99):.2f} s, max {max(latency):.2f} s"
     )
+    if args.figures_json:
+        percentiles = {f"p{p}_s": _percentile(latency, p / 100) for p in (50, 90, 99)}
+        args.figures_json.write_text(json.dumps({**percentiles, "rate": args.rate, "rows": len(latency)}))
     if to_kafka:
         print(
             f"  of which source commit -> in Kafka (Debezium, Connect's producer), {len(to_kafka):,} rows: "

@@ -24,13 +24,20 @@ running:
   (:mod:`peer_tutorial`; its lake compared with the backlog's final content as ours is, and its column types
   with ours). A second table gives each one's events/s and cdclake's ratio to it.
 
-``--quick`` (what ``make test`` runs, tests/integration/test_bench_quick.py, with ``--peers``): 2,000 events of
-two cells, one run, the peers on the first cell. ``--write-docs`` replaces the tables between the ``real-shape``
-markers of docs/benchmarks.md.
+``--goals`` then runs the benchmarks of the other goals, each in its own process with its output passed through
+(``bench_latency.py --rate 1000 --seconds 120``, ``bench_small_batches.py --batches 14``, ``bench_ingest.py
+--skip-e2e``: about 10 minutes), and prints the goals table (:mod:`goals`): every goal, this run's figure and
+whether it is met or by how much it is missed. The throughput, peer and memory goals are judged on the PostgreSQL
+cell with schemas on (and the most RSS of any cell).
+
+``--quick`` (what ``make test`` runs, tests/integration/test_bench_quick.py, with ``--peers --goals``): 2,000
+events of two cells, one run, the peers on the first cell; its goals table judges nothing (a smaller backlog than
+the goals', the other goals' benchmarks not run). ``--write-docs`` replaces the tables between the ``real-shape``
+markers of docs/benchmarks.md, and with ``--goals`` the table between its ``goals`` markers.
 
 Usage: ``.venv/bin/python benchmarks/bench_real_shape.py [--events 1000000] [--kinds postgres,mariadb]
-[--schemas on,off] [--runs 1] [--quick] [--skip-plain] [--peers] [--write-docs]`` (local stack up; ``--peers``
-builds the sink's plugin directory with ``make peer-jars`` when it is missing).
+[--schemas on,off] [--runs 1] [--quick] [--skip-plain] [--peers] [--goals] [--write-docs]`` (local stack up;
+``--peers`` builds the sink's plugin directory with ``make peer-jars`` when it is missing).
 """
 
 from __future__ import annotations
@@ -54,12 +61,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peer_sink  # noqa: E402
 from bench_ingest import PeakRss  # noqa: E402
 from bench_ingest import produce as produce_records  # noqa: E402
+from goals import render_goals  # noqa: E402
 from real_shape import VERSION_COLUMN, Workload  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CDCLAKE = str(Path(sys.executable).parent / "cdclake")
 DOCS = ROOT / "docs" / "benchmarks.md"
 MARK_BEGIN, MARK_END = "<!-- real-shape:begin -->", "<!-- real-shape:end -->"
+GOALS_BEGIN, GOALS_END = "<!-- goals:begin -->", "<!-- goals:end -->"
+#: What ``--goals`` runs after the cells, each writing its headline figures to the file given by ``--figures-json``.
+GOAL_BENCHMARKS = {
+    "latency": ["bench_latency.py", "--rate", "1000", "--seconds", "120"],
+    "small_batch": ["bench_small_batches.py", "--batches", "14"],
+    "merge_growth": ["bench_ingest.py", "--skip-e2e"],
+}
 
 
 def produce(bootstrap: str, workload: Workload) -> tuple[int, int, float]:
@@ -278,6 +293,12 @@ def main() -> None:
         action="store_true",
         help="per cell also run cdclake's append mode, the Iceberg Kafka Connect sink and the tutorial pipeline",
     )
+    parser.add_argument(
+        "--goals",
+        action="store_true",
+        help="then run the latency, small-batch and MERGE-growth benchmarks and print every goal's figure and "
+        "verdict (without --quick: about 10 more minutes)",
+    )
     parser.add_argument("--write-docs", action="store_true")
     parser.add_argument("--plain-json", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -335,11 +356,69 @@ def main() -> None:
     if args.peers:
         table += "\n\n" + render_peers(rows, events)
     print(table)
+    goals = None
+    if args.goals:
+        figures = {"events": events, "cells": cell_figures(rows, events), "peers": peer_figures(rows, events)}
+        for name, command in GOAL_BENCHMARKS.items():
+            figures[name] = None if args.quick else run_for_figures(command, work)
+        goals = render_goals(figures)
+        print(
+            "\nGoals"
+            + (" (--quick: the latency, small-batch and MERGE-growth benchmarks not run)" if args.quick else "")
+        )
+        print(goals)
     if args.write_docs:
-        text = DOCS.read_text()
-        start, end = text.index(MARK_BEGIN) + len(MARK_BEGIN), text.index(MARK_END)
-        DOCS.write_text(text[:start] + "\n" + table + "\n" + text[end:])
+        text = _between(DOCS.read_text(), MARK_BEGIN, MARK_END, table)
+        DOCS.write_text(_between(text, GOALS_BEGIN, GOALS_END, goals) if goals else text)
         print(f"updated {DOCS}")
+
+
+def _between(text: str, begin: str, end: str, table: str) -> str:
+    """``text`` with what lies between the markers ``begin`` and ``end`` replaced by ``table``."""
+    start, stop = text.index(begin) + len(begin), text.index(end)
+    return text[:start] + "\n" + table + "\n" + text[stop:]
+
+
+def run_for_figures(command: list[str], work: Path) -> dict[str, Any]:
+    """Run a benchmark of this folder (``command``: its script and arguments) with ``--figures-json``, its output
+    passed through; returns the figures it wrote."""
+    out = work / f"figures-{Path(command[0]).stem}.json"
+    print(f"\n$ {' '.join(command)}", flush=True)
+    subprocess.run([sys.executable, str(Path(__file__).with_name(command[0])), *command[1:], "--figures-json",
+                    str(out)], check=True)  # fmt: skip
+    return json.loads(out.read_text())
+
+
+def cell_figures(rows: list[dict[str, Any]], events: int) -> list[dict[str, Any]]:
+    """Each cell's figures for the goals table (:func:`goals.goal_rows`): its median events/s and peak RSS."""
+    return [
+        {
+            "kind": row["kind"],
+            "schemas": row["schemas"],
+            "events_per_s": statistics.median(events / r["wall_s"] for r in row["runs"]),
+            "peak_rss_gib": max(r["peak_rss"] for r in row["runs"]) / 2**30,
+            "lake_equal": all(r["lake"]["equal"] for r in row["runs"]),
+        }
+        for row in rows
+    ]
+
+
+def peer_figures(rows: list[dict[str, Any]], events: int) -> dict[str, Any] | None:
+    """The peers' events/s on the headline cell (PostgreSQL, schemas on, else the first with peers), and the tutorial
+    lake's verdict; None without peers."""
+    with_peers = [row for row in rows if row["peers"]]
+    row = next(
+        (r for r in with_peers if r["kind"] == "postgres" and r["schemas"]), with_peers[0] if with_peers else None
+    )
+    if row is None:
+        return None
+    rate = {name: events / peer["wall_s"] for name, peer in row["peers"].items()}
+    verdict = _tutorial_verdict(row["peers"]["tutorial"]["lake"], row["runs"][0]["lake"]["types"])
+    return {
+        "upsert": statistics.median(events / r["wall_s"] for r in row["runs"]),
+        **rate,
+        "tutorial_lake": verdict.split(" (", 1)[0],
+    }
 
 
 def render(rows: list[dict[str, Any]], plain: dict[str, Any] | None, events: int) -> str:

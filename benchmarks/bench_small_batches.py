@@ -1,6 +1,7 @@
 """Figures for small batches from Kafka in one warm Spark session (what `cdclake ingest --follow` runs).
 
 Usage: .venv/bin/python benchmarks/bench_small_batches.py [--batches 5] [--lake DIR] [--jobs]
+[--figures-json FILE]
 
 Starts the local stack if it is down and registers the stack's PostgreSQL connector (spec ``postgres``, the
 demo's tables, transaction metadata on). In one SparkSession, first drains what the topics hold and prints the
@@ -11,7 +12,8 @@ transaction that updates and deletes rows the previous batch stored (19 records)
 inside Spark jobs (from Spark's status API), the generated classes it compiled (Spark's codegen metrics) and the
 CPU it took: the driver JVM's, of which its JIT compiler threads', and the Python process's (from ``/proc``), then
 the median of the warm batches; ``--jobs`` also lists each batch's Spark jobs (time, and what each does: its
-phase, table and step). Prints figures; asserts nothing.
+phase, table and step); ``--figures-json`` writes the median to a file (``bench_real_shape.py --goals`` reads
+it). Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -116,6 +118,7 @@ def main() -> None:
     parser.add_argument(
         "--jobs", action="store_true", help="also list each batch's Spark jobs: time, phase, table and step"
     )
+    parser.add_argument("--figures-json", type=Path, help="also write the warm batches' median there (JSON)")
     args = parser.parse_args()
 
     from cdclake.demo.database import app_sql
@@ -146,6 +149,7 @@ def main() -> None:
         with app_sql(stack, "postgres") as sql:
             base = fresh_id_base(spark, sql)
         walls: list[float] = []
+        records: list[int] = []
         for i in range(args.batches):
             with app_sql(stack, "postgres") as sql:
                 run_workload(sql, "inventory.customers", "inventory.orders", base + 10_000 * i)
@@ -163,6 +167,7 @@ def main() -> None:
             jvm, jit = (after - before for after, before in zip(_cpu_seconds(jvm_pid), (jvm0, jit0), strict=True))
             compiled = compilations.getCount() - compiled
             walls.append(wall)
+            records.append(summary.records)
             new = [j for j in _jobs(ui, app) if j["jobId"] not in before]
             phases = ", ".join(f"{k} {v:.2f}" for k, v in summary.phases.items() if v >= 0.005)
             print(
@@ -175,6 +180,10 @@ def main() -> None:
                     print(f"    job {job['jobId']}: {_job_seconds(job):.2f} s  {job.get('description') or job['name']}")
         if len(walls) > 1:
             print(f"median of batches 2-{len(walls)}: {statistics.median(walls[1:]):.2f} s")
+            if args.figures_json:
+                figures = {"median_s": statistics.median(walls[1:]), "warm_batches": len(walls) - 1,
+                           "records": statistics.median(records[1:])}  # fmt: skip
+                args.figures_json.write_text(json.dumps(figures))
     finally:
         spark.stop()
 

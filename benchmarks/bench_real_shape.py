@@ -61,7 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peer_sink  # noqa: E402
 from bench_ingest import PeakRss  # noqa: E402
 from bench_ingest import produce as produce_records  # noqa: E402
-from goals import render_goals  # noqa: E402
+from goals import headline_cell, render_goals  # noqa: E402
 from real_shape import VERSION_COLUMN, Workload  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -406,10 +406,7 @@ def cell_figures(rows: list[dict[str, Any]], events: int) -> list[dict[str, Any]
 def peer_figures(rows: list[dict[str, Any]], events: int) -> dict[str, Any] | None:
     """The peers' events/s on the headline cell (PostgreSQL, schemas on, else the first with peers), and the tutorial
     lake's verdict; None without peers."""
-    with_peers = [row for row in rows if row["peers"]]
-    row = next(
-        (r for r in with_peers if r["kind"] == "postgres" and r["schemas"]), with_peers[0] if with_peers else None
-    )
+    row = headline_cell([r for r in rows if r["peers"]])
     if row is None:
         return None
     rate = {name: events / peer["wall_s"] for name, peer in row["peers"].items()}

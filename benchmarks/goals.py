@@ -44,7 +44,8 @@ def _number(value: float) -> str:
 
 
 def headline_cell(cells: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The cell the goals are stated for: PostgreSQL with schemas on (else the first cell)."""
+    """The cell the goals are stated for: PostgreSQL with schemas on (else the first cell); ``cells``: anything
+    with ``kind`` and ``schemas``."""
     return next((c for c in cells if c["kind"] == "postgres" and c["schemas"]), cells[0] if cells else None)
 
 

@@ -12,6 +12,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cdclake.gateway import jvm_class
 from cdclake.lake.catalog import LakeConfig
 from cdclake.paths import jars_in
 from cdclake.settings import settings
@@ -364,13 +365,6 @@ def static_members_class() -> type:
             return member
 
     return StaticMembers
-
-
-def jvm_class(spark: SparkSession, name: str) -> Any:
-    """The JVM class ``name`` (fully qualified) through the session's gateway, in one round trip (an attribute
-    chain such as ``_jvm.org.apache.iceberg...`` makes one per package, each a failed class lookup over the class
-    path)."""
-    return getattr(spark.sparkContext._jvm, name)
 
 
 class SettingsLock:

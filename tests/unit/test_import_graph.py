@@ -32,7 +32,7 @@ MODULES = _modules()
 #: The layers of ``src/cdclake``, bottom first, as docs/architecture.md draws them: the top-level modules and
 #: packages of each (``cdclake`` is the package's own ``__init__``).
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
-    ("foundation", frozenset({"cdclake", "exceptions", "typedef", "paths", "settings", "sql"})),
+    ("foundation", frozenset({"cdclake", "exceptions", "typedef", "paths", "settings", "sql", "gateway"})),
     ("vocabulary", frozenset({"debezium", "dialects", "connectors"})),
     ("engines", frozenset({"decode", "lake", "spark", "cds", "cds_warmup", "connect", "signals", "capture", "assets"})),
     ("ingestion", frozenset({"ingest"})),

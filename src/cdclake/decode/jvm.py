@@ -28,6 +28,7 @@ from pyspark.sql import types as T
 
 from cdclake.decode.columns import META_COLUMNS, Origin
 from cdclake.exceptions import NotInstalledError
+from cdclake.gateway import jvm_class
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -113,8 +114,7 @@ def register_decoder(spark: SparkSession, plan: Mapping[str, Any], return_type: 
     digest = hashlib.sha256(f"{text}\n{return_type.json()}".encode()).hexdigest()[:24]
     name = f"cdclake_decode_{digest}"
     try:
-        # the class by its full name, one round trip (as cdclake.spark.jvm_class, which decode does not import)
-        function = getattr(spark._jvm, DECODE_FUNCTION_CLASS)(text)  # type: ignore[attr-defined]
+        function = jvm_class(spark, DECODE_FUNCTION_CLASS)(text)
     except TypeError as exc:  # py4j: the class is not on the classpath ("'JavaPackage' object is not callable")
         raise NotInstalledError(
             f"the envelope decoder ({DECODE_FUNCTION_CLASS}) is not on the Spark classpath; run `make jars`"

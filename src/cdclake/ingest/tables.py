@@ -20,6 +20,7 @@ from cdclake.decode.batch import TableInfo, TableStats, bounded_keys
 from cdclake.decode.columns import LAKE_META_COLUMNS as META_COLUMNS
 from cdclake.decode.columns import LAKE_META_NAMES as META_NAMES
 from cdclake.exceptions import SchemaEvolutionError
+from cdclake.gateway import jvm_class
 from cdclake.ingest import apply, mongo
 from cdclake.ingest.faults import crash_point, splits_writes
 from cdclake.ingest.schema import (
@@ -33,7 +34,7 @@ from cdclake.ingest.summary import TableResult
 from cdclake.lake.commits import sql_committing
 from cdclake.lake.maintenance import REMOVES_ROWS_ONLY
 from cdclake.lake.names import TOMBSTONE_SUFFIX, sql_name, table_identifier, table_parts
-from cdclake.spark import SESSION_SETTINGS, driver_max_heap, job_description, jvm_class, temporary_conf
+from cdclake.spark import SESSION_SETTINGS, driver_max_heap, job_description, temporary_conf
 from cdclake.sql import quote_identifier, quote_name, quote_string
 
 if TYPE_CHECKING:

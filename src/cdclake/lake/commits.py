@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from cdclake.gateway import jvm_class
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -19,6 +21,5 @@ def sql_committing(spark: SparkSession, sql: str, properties: Mapping[str, str])
     statement that plans or commits with the session's other settings still holds
     :data:`cdclake.spark.SESSION_SETTINGS` shared.
     """
-    # the class by its full name, one round trip (as cdclake.spark.jvm_class, which the lake does not import)
-    commits = getattr(spark.sparkContext._jvm, "dev.cdclake.spark.Commits")  # type: ignore[attr-defined]
+    commits = jvm_class(spark, "dev.cdclake.spark.Commits")
     commits.sql(spark._jsparkSession, sql, dict(properties))  # type: ignore[attr-defined]

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from cdclake.connectors import LakeMode, LakeOptions
 from cdclake.connectors.spec import TOMBSTONE_RETENTION_DAYS_DEFAULT
 from cdclake.exceptions import ConfigError, SparkDriverError
+from cdclake.gateway import jvm_class
 from cdclake.lake.catalog import CATALOG_NAME
 from cdclake.lake.commits import sql_committing
 from cdclake.lake.names import AUDIT_NAMESPACE, catalog_identifier, tombstone_identifier
@@ -431,8 +432,7 @@ def keep_newest_snapshots(spark: SparkSession, identifier: str, keep: int) -> in
     """
     if not spark.catalog.tableExists(identifier):
         return 0
-    # the class by its full name, one round trip (as cdclake.spark.jvm_class, which the lake does not import)
-    util = getattr(spark.sparkContext._jvm, "org.apache.iceberg.spark.Spark3Util")
+    util = jvm_class(spark, "org.apache.iceberg.spark.Spark3Util")
     table = util.loadIcebergTable(spark._jsparkSession, identifier)
     before = len(table.snapshots())
     if before <= keep:
